@@ -1,0 +1,50 @@
+# nodediag: `make help` lists the targets.
+PKG      := github.com/nodediag/nodediag
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -s -w -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Revision=$(REVISION)
+GOBUILD  := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
+PROTOS   := proto/nodediag/v1/nodediag.proto
+
+.PHONY: all build test lint protos check-protos demo bench golden help clean
+
+all: lint check-protos test build ## what CI runs
+
+build: ## static binaries in bin/ (CGO_ENABLED=0, version stamped)
+	$(GOBUILD) -o bin/nodediag-agent ./cmd/nodediag-agent
+	$(GOBUILD) -o bin/nodediag ./cmd/nodediag
+
+test: ## unit, scenario and end-to-end tests
+	go test ./...
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+protos: ## regenerate the Go code of proto/ (needs protoc: apt-get install protobuf-compiler)
+	protoc -I proto \
+	  --plugin=protoc-gen-go=$$(go tool -n protoc-gen-go) \
+	  --plugin=protoc-gen-go-grpc=$$(go tool -n protoc-gen-go-grpc) \
+	  --go_out=proto --go_opt=paths=source_relative \
+	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
+	  $(PROTOS)
+
+check-protos: protos ## fail when the committed generated code differs from the .proto
+	@git diff --exit-code -- proto/ || { echo "generated code is stale: run make protos and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- proto/)" || { git status --porcelain -- proto/; echo "untracked generated files"; exit 1; }
+
+demo: build ## run the agent on every example host shipped in the repo (no cluster needed)
+	@./scripts/demo.sh bin/nodediag-agent
+
+bench: build ## benchmarks: a full check (wall, allocations, RSS) and the agent's size
+	go test -run '^$$' -bench . -benchmem ./...
+
+golden: ## rewrite the golden outputs of the scenarios (review the diff!)
+	go test ./agent/... -update
+
+clean:
+	rm -rf bin
+
+help: ## this list
+	@awk -F':.*## ' '/^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

@@ -1,0 +1,383 @@
+package rules
+
+// The catalog: every problem nodediag can name. Rules refer to these by
+// variable, so a typo fails to compile; log signatures (signatures/*.json)
+// refer to them by ID, checked when the signatures load.
+//
+// Declaration order is the last tie-breaker of ranking: within a severity and
+// confidence, an earlier problem is the more decisive explanation.
+
+// Bootstrap consequences. These are what an operator sees first (the
+// CAPZ.Linux.Bootstrapping extension fails, cloud-init reports an error, the
+// Machine stays Provisioned); they rank below the cause that explains them.
+var (
+	bootstrapSymptoms = []string{"CloudInitFailed", "BootstrapCommandFailed", "KubeadmInitFailed", "KubeadmJoinFailed", "BootstrapSentinelMissing", "KubeletTLSBootstrapFailed"}
+	kubeletSymptoms   = append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...)
+)
+
+// Causes, most decisive first.
+var (
+	KubeletRemovedFlag = register(Problem{
+		ID: "KubeletRemovedFlag", Category: CatFlagRemoved, Severity: Error,
+		Title:       "kubelet {version} rejects --{flag} set in {file}",
+		Remediation: "Remove --{flag} from {file}{variable_note}: it was removed in Kubernetes {removed_in}{replacement}. If the file comes from the node image (the Azure Linux 3 gallery image ships /etc/sysconfig/kubelet with KUBELET_EXTRA_ARGS=--pod-infra-container-image=...), remove the flag in the bootstrap template (preKubeadmCommands of the KubeadmConfigTemplate or KubeadmControlPlane, or kubeletExtraArgs) so that new Machines get the fix, then restart kubelet.",
+		RefutedBy:   "kubelet running with that command line, or a kubelet older than {removed_in}",
+		Explains:    kubeletSymptoms,
+	})
+	KubeletUnknownFlag = register(Problem{
+		ID: "KubeletUnknownFlag", Category: CatFlagRemoved, Severity: Error,
+		Title:       "kubelet refuses to start: unknown flag {flag}",
+		Remediation: "Remove {flag} from the kubelet's command line (KUBELET_EXTRA_ARGS in /etc/default/kubelet or /etc/sysconfig/kubelet, KUBELET_KUBEADM_ARGS in /var/lib/kubelet/kubeadm-flags.env, kubeletExtraArgs of the kubeadm configuration) or move it to the KubeletConfiguration file, then restart kubelet.",
+		RefutedBy:   "a later kubelet start without the error",
+		Explains:    kubeletSymptoms,
+	})
+	KubeletConfigInvalid = register(Problem{
+		ID: "KubeletConfigInvalid", Category: CatKubeletNotRunning, Severity: Error,
+		Title:       "kubelet cannot load its configuration {file}",
+		Remediation: "Fix {file}: {error}. kubeadm writes it from the KubeletConfiguration of the kubeadm config (kubeletConfiguration patches, KubeadmConfig.spec.files); correct the source and rerun the bootstrap, or fix the file and restart kubelet.",
+		RefutedBy:   "the file parsing as a KubeletConfiguration",
+		Explains:    kubeletSymptoms,
+	})
+	KubeletNotInstalled = register(Problem{
+		ID: "KubeletNotInstalled", Category: CatKubeletNotRunning, Severity: Error,
+		Title:       "no kubelet binary on the node ({unit_path} is what the unit runs)",
+		Remediation: "Install the kubelet the node image or preKubeadmCommands are meant to provide (check the download or package step in /var/log/cloud-init-output.log), or point the unit at the installed binary.",
+		RefutedBy:   "an executable kubelet at the path the unit runs",
+		Explains:    kubeletSymptoms,
+	})
+	VersionMismatch = register(Problem{
+		ID: "VersionMismatch", Category: CatVersionMismatch, Severity: Error,
+		Title:       "{binary} is {version}, not the expected {expected}",
+		Remediation: "Install {binary} {expected} (the Machine's version). A script that replaces the gallery image's binaries may have failed without stopping cloud-init (a failed curl in a pipeline, a missing set -o pipefail): check its output in /var/log/cloud-init-output.log and the binaries in {path}.",
+		RefutedBy:   "{binary} --version printing {expected}",
+		Explains:    append([]string{"KubeletNewerThanControlPlane", "KubeletTooOld", "KubeadmKubeletSkew", "KubeadmControlPlaneSkew", "KubeadmPreflightKubeletVersion", "KubectlSkew"}, kubeletSymptoms...),
+	})
+	KubeletNewerThanControlPlane = register(Problem{
+		ID: "KubeletNewerThanControlPlane", Category: CatVersionSkew, Severity: Error,
+		Title:       "kubelet {version} is newer than the control plane {control_plane}",
+		Remediation: "The kubelet must not be newer than kube-apiserver. Install kubelet {control_plane_minor}.x (the node image's gallery version or the binaries installed by preKubeadmCommands must match KUBERNETES_VERSION), or raise the control plane version.",
+		RefutedBy:   "kubelet --version at or below the control plane's minor version",
+		Explains:    append([]string{"KubeadmPreflightKubeletVersion"}, kubeletSymptoms...),
+	})
+	KubeletTooOld = register(Problem{
+		ID: "KubeletTooOld", Category: CatVersionSkew, Severity: Error,
+		Title:       "kubelet {version} is {skew} minor versions older than the control plane {control_plane}",
+		Remediation: "A kubelet may be at most {max_skew} minor versions older than kube-apiserver. Upgrade the kubelet (node image or installed binaries) to within the supported skew.",
+		RefutedBy:   "kubelet within {max_skew} minor versions of the control plane",
+		Explains:    kubeletSymptoms,
+	})
+	KubeadmKubeletSkew = register(Problem{
+		ID: "KubeadmKubeletSkew", Category: CatVersionSkew, Severity: Error,
+		Title:       "kubeadm {kubeadm} and kubelet {version} are outside kubeadm's supported skew",
+		Remediation: "kubeadm supports a kubelet of its own minor version down to {min_kubelet}. Install kubeadm and kubelet of the same version (the one the Machine expects).",
+		RefutedBy:   "kubeadm and kubelet of the same minor version",
+		Explains:    append([]string{"KubeadmPreflightKubeletVersion"}, bootstrapSymptoms...),
+	})
+	KubeadmControlPlaneSkew = register(Problem{
+		ID: "KubeadmControlPlaneSkew", Category: CatVersionSkew, Severity: Error,
+		Title:       "kubeadm {kubeadm} cannot manage control plane {control_plane}",
+		Remediation: "kubeadm supports a control plane of its own minor version or one older. Install kubeadm matching the control plane version {control_plane}.",
+		RefutedBy:   "kubeadm of the control plane's minor version",
+		Explains:    bootstrapSymptoms,
+	})
+	KubeletMultipleBinaries = register(Problem{
+		ID: "KubeletMultipleBinaries", Category: CatVersionMismatch, Severity: Warning, Confidence: Medium,
+		Title:       "two kubelet binaries of different versions: {paths}",
+		Remediation: "The unit runs {effective}. Remove the stale copy or point kubelet.service (ExecStart in its drop-ins) at the intended binary, so that the version the node runs is the one that was installed.",
+		RefutedBy:   "one kubelet binary, or copies of the same version",
+		Explains:    []string{"VersionMismatch", "KubeletNewerThanControlPlane", "KubeletTooOld", "KubeadmKubeletSkew"},
+	})
+	BootstrapDownloadFailed = register(Problem{
+		ID: "BootstrapDownloadFailed", Category: CatDownloadFailed, Severity: Error,
+		Title:       "a bootstrap download failed: {what}",
+		Remediation: "Check that the URL exists and is reachable from the node (version string, storage account, proxy, DNS, NSG egress), fix it in the preKubeadmCommands or the script that downloads it, and make the script fail loudly (set -o errexit -o pipefail, curl --fail).",
+		RefutedBy:   "the download succeeding on a retry later in the log",
+		Explains:    append([]string{"KubeletNotInstalled", "VersionMismatch", "KubeletMultipleBinaries"}, kubeletSymptoms...),
+	})
+	PackageInstallFailed = register(Problem{
+		ID: "PackageInstallFailed", Category: CatDownloadFailed, Severity: Error,
+		Title:       "a package install failed during bootstrap",
+		Remediation: "Fix the package step of the bootstrap (package name and version, repository reachability, dpkg/rpm errors); the rest of the bootstrap then runs against the binaries of the image.",
+		RefutedBy:   "the package installed later in the log",
+		Explains:    append([]string{"KubeletNotInstalled", "VersionMismatch"}, kubeletSymptoms...),
+	})
+	RegistryEndpointInvalid = register(Problem{
+		ID: "RegistryEndpointInvalid", Category: CatEndpointInvalid, Severity: Error,
+		Title:       "a registry or mirror endpoint is malformed: {detail}",
+		Remediation: "Write mirror endpoints as <scheme>://<host>[:<port>] in the containerd configuration (registry.mirrors endpoint, or server/[host] in certs.d/<registry>/hosts.toml), and image references without a scheme. In air-gapped DKP the registry variable must be host:port (no scheme) when seeding the registry and http(s)://host:port when creating the cluster.",
+		RefutedBy:   "image pulls through the mirror succeeding",
+		Explains:    append([]string{"ImagePullFailed", "ImageNotFound", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	RegistryUnreachable = register(Problem{
+		ID: "RegistryUnreachable", Category: CatRegUnreachable, Severity: Error,
+		Title:       "a registry cannot be reached: {detail}",
+		Remediation: "Make the registry reachable from the node (DNS, egress rules, proxy, VNet peering for private registries) or configure a reachable mirror; in air-gapped clusters every image must come from the local registry.",
+		RefutedBy:   "a successful pull from that registry",
+		Explains:    append([]string{"ImagePullFailed", "ImageNotFound", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	ImageNotFound = register(Problem{
+		ID: "ImageNotFound", Category: CatImagePullFailed, Severity: Error,
+		Title:       "image {image} does not exist in its registry",
+		Remediation: "Use a tag that exists (an LTS version such as v1.31.100 has no upstream registry.k8s.io image: pre-pull it from the custom registry and retag it), or push the image to the configured registry or mirror.",
+		RefutedBy:   "the image present on the node (crictl images)",
+		Explains:    append([]string{"ImagePullFailed", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	ImagePullAuthFailed = register(Problem{
+		ID: "ImagePullAuthFailed", Category: CatImagePullFailed, Severity: Error,
+		Title:       "the registry refused credentials for {image}",
+		Remediation: "Give the node credentials for the registry (kubelet credential provider or containerd registry auth, imagePullSecrets, managed identity with AcrPull for ACR).",
+		RefutedBy:   "an authorised pull from that registry",
+		Explains:    append([]string{"ImagePullFailed", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	ImagePullFailed = register(Problem{
+		ID: "ImagePullFailed", Category: CatImagePullFailed, Severity: Error, Confidence: Medium,
+		Title:       "image pulls fail: {image}",
+		Remediation: "Read the pull error quoted here: check the image reference, the registry's reachability and the containerd registry configuration (/etc/containerd/config.toml, /etc/containerd/certs.d).",
+		RefutedBy:   "the image present on the node",
+		Explains:    append([]string{"KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	RuntimeCRIDisabled = register(Problem{
+		ID: "RuntimeCRIDisabled", Category: CatRuntimeNotRunning, Severity: Error,
+		Title:       "containerd runs but does not serve the CRI",
+		Remediation: "Enable containerd's CRI plugin: remove \"cri\" from disabled_plugins in /etc/containerd/config.toml (the containerd.io package ships it disabled) and fix any error that stops the plugin loading (e.g. registry.mirrors set together with config_path), then restart containerd.",
+		RefutedBy:   "crictl info answering",
+		Explains:    append([]string{"RuntimeNotRunning", "KubeadmPreflightFailed", "ImagePullFailed"}, kubeletSymptoms...),
+	})
+	RuntimeNotRunning = register(Problem{
+		ID: "RuntimeNotRunning", Category: CatRuntimeNotRunning, Severity: Error,
+		Title:       "the container runtime is not running: {detail}",
+		Remediation: "Start containerd and read why it stopped (journalctl -u containerd): a broken /etc/containerd/config.toml stops it at load. The kubelet and kubeadm need its socket at the configured containerRuntimeEndpoint.",
+		RefutedBy:   "containerd active and its socket answering CRI",
+		Explains:    append([]string{"KubeadmPreflightFailed", "ImagePullFailed"}, kubeletSymptoms...),
+	})
+	KubeletCgroupDriverMismatch = register(Problem{
+		ID: "KubeletCgroupDriverMismatch", Category: CatCgroupMismatch, Severity: Error,
+		Title:       "kubelet and the runtime disagree on the cgroup driver",
+		Remediation: "Use the same driver on both sides: cgroupDriver in /var/lib/kubelet/config.yaml and SystemdCgroup in containerd's runc options (systemd on systemd hosts).",
+		RefutedBy:   "both configured with the same driver",
+		Explains:    kubeletSymptoms,
+	})
+	SwapEnabled = register(Problem{
+		ID: "SwapEnabled", Category: CatSwapEnabled, Severity: Error,
+		Title:       "swap is on ({devices}) and the kubelet refuses to run with swap",
+		Remediation: "Turn swap off (swapoff -a, and remove it from /etc/fstab or the image's swap unit), or allow it in the KubeletConfiguration (failSwapOn: false, memorySwap.swapBehavior) and skip kubeadm's Swap preflight check.",
+		RefutedBy:   "/proc/swaps without devices, or failSwapOn: false",
+		Explains:    append([]string{"KubeadmPreflightFailed"}, kubeletSymptoms...),
+	})
+	DiskFull = register(Problem{
+		ID: "DiskFull", Category: CatDiskPressure, Severity: Error,
+		Title:       "{path} is full: {used_percent}% used, {free} free",
+		Remediation: "Free space on {mount} (container images under /var/lib/containerd, logs under /var/log, etcd data) or grow the disk (the OS disk size of the AzureMachineTemplate); the kubelet evicts pods and image pulls fail below its thresholds.",
+		RefutedBy:   "free space above the kubelet's eviction thresholds",
+		Explains:    append([]string{"DiskNoSpaceLogged", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+	})
+	DiskInodesExhausted = register(Problem{
+		ID: "DiskInodesExhausted", Category: CatDiskPressure, Severity: Error,
+		Title:       "{path} has no inodes left: {inodes_used_percent}% used",
+		Remediation: "Delete the many small files filling {mount} (container layers, logs, leaked pod directories), or recreate the filesystem with more inodes.",
+		RefutedBy:   "free inodes above the kubelet's threshold",
+		Explains:    append([]string{"DiskNoSpaceLogged", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+	})
+	DiskNoSpaceLogged = register(Problem{
+		ID: "DiskNoSpaceLogged", Category: CatDiskPressure, Severity: Error,
+		Title:       "writes failed with \"no space left on device\"",
+		Remediation: "Find the full filesystem (df -h, df -i) and free or grow it; the failed write is quoted here.",
+		RefutedBy:   "every filesystem with free space and inodes",
+		Explains:    append([]string{"ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+	})
+	CertificateNotYetValid = register(Problem{
+		ID: "CertificateNotYetValid", Category: CatTimeSkew, Severity: Error,
+		Title:       "certificate {path} is not valid until {not_before}: the clock is behind",
+		Remediation: "Fix the node's clock (chrony/systemd-timesyncd, the Azure host time sync), then restart the kubelet; certificates are judged against the node's time.",
+		RefutedBy:   "the node's clock past the certificate's notBefore",
+		Explains:    append([]string{"CertificateExpired", "APIServerCertificateUntrusted"}, kubeletSymptoms...),
+	})
+	ClockSkew = register(Problem{
+		ID: "ClockSkew", Category: CatTimeSkew, Severity: Error,
+		Title:       "TLS fails because the clock is off: {detail}",
+		Remediation: "Fix the node's time synchronisation (chrony/systemd-timesyncd, the hypervisor's time source) and restart the kubelet.",
+		RefutedBy:   "the node's time matching a reliable clock",
+		Explains:    append([]string{"CertificateExpired", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
+	})
+	CertificateExpired = register(Problem{
+		ID: "CertificateExpired", Category: CatCertExpired, Severity: Error,
+		Title:       "certificate {path} expired on {not_after}",
+		Remediation: "Renew it: kubeadm certs renew for control-plane certificates (then restart the static pods); for the kubelet client certificate, delete the expired /var/lib/kubelet/pki/kubelet-client-current.pem and rejoin or re-bootstrap the kubelet (rotateCertificates keeps it fresh while the node is up).",
+		RefutedBy:   "a current certificate in its place",
+		Explains:    append([]string{"APIServerUnreachable", "APIServerCertificateUntrusted"}, kubeletSymptoms...),
+	})
+	APIServerCertificateUntrusted = register(Problem{
+		ID: "APIServerCertificateUntrusted", Category: CatAPIUnreachable, Severity: Error,
+		Title:       "the API server's certificate is not trusted: {detail}",
+		Remediation: "The node's CA (/etc/kubernetes/pki/ca.crt, the caCertHashes of the join configuration) does not match the API server's: check that the cluster CA secret and the join configuration belong to this cluster and that nothing intercepts TLS on the way (proxy).",
+		RefutedBy:   "a TLS handshake with the API server verifying against the node's CA",
+		Explains:    append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	JoinTokenInvalid = register(Problem{
+		ID: "JoinTokenInvalid", Category: CatCloudInitFailed, Severity: Error,
+		Title:       "kubeadm join was refused: the bootstrap token is invalid or expired",
+		Remediation: "The bootstrap token expired before the node joined (CABPK refreshes tokens only while the Machine is reconciled): delete the Machine so that a new one gets a fresh token, or check the KubeadmConfig's token TTL.",
+		RefutedBy:   "the token listed by kubeadm token list on the control plane",
+		Explains:    bootstrapSymptoms,
+	})
+	APIServerUnreachable = register(Problem{
+		ID: "APIServerUnreachable", Category: CatAPIUnreachable, Severity: Error,
+		Title:       "the API server {endpoint} cannot be reached from the node",
+		Remediation: "Check the path from the node to the control plane endpoint: DNS of the endpoint, the load balancer and its health probe on 6443, NSG rules, and whether the first control plane node ever initialised (a join waits for it).",
+		RefutedBy:   "a connection to the endpoint succeeding from the node",
+		Explains:    append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	KubeadmPreflightKubeletVersion = register(Problem{
+		ID: "KubeadmPreflightKubeletVersion", Category: CatVersionSkew, Severity: Error,
+		Title:       "kubeadm preflight refused the kubelet version",
+		Remediation: "Install the kubelet of the control plane's version; a gallery image's kubelet newer than KUBERNETES_VERSION, left in place by a failed binary replacement, is the usual cause.",
+		RefutedBy:   "kubelet and control plane of the same minor version",
+		Explains:    bootstrapSymptoms,
+	})
+	KubeadmPreflightFailed = register(Problem{
+		ID: "KubeadmPreflightFailed", Category: CatPreflightFailed, Severity: Error,
+		Title:       "kubeadm preflight check failed: {check}",
+		Remediation: "Fix what the preflight check names (quoted here) on the node or in the bootstrap configuration; ignorePreflightErrors only hides it.",
+		RefutedBy:   "a kubeadm run whose preflight passes",
+		Explains:    bootstrapSymptoms,
+	})
+	KubeletDiskEviction = register(Problem{
+		ID: "KubeletDiskEviction", Category: CatDiskPressure, Severity: Error,
+		Title:       "the kubelet is evicting pods to reclaim {resource}",
+		Remediation: "Free space or inodes on the kubelet's filesystems (/var/lib/kubelet, /var/lib/containerd) or grow the disk.",
+		RefutedBy:   "no DiskPressure condition on the node",
+	})
+	CNIPluginMissing = register(Problem{
+		ID: "CNIPluginMissing", Category: CatCNINotReady, Severity: Error,
+		Title:       "CNI config {file} uses plugin {plugin}, which is not in {bin_dir}",
+		Remediation: "Install the CNI plugin binaries (the CNI add-on's install container copies them, or the containernetworking-plugins package), or fix the plugin type in the config.",
+		RefutedBy:   "the plugin binary present in the CNI bin directory",
+		Explains:    []string{"CNINotInitialized"},
+	})
+	CNIConfigInvalid = register(Problem{
+		ID: "CNIConfigInvalid", Category: CatCNINotReady, Severity: Error,
+		Title:       "CNI config {file} cannot be parsed",
+		Remediation: "Fix or remove {file}: {error}. The runtime loads the first valid file in /etc/cni/net.d by name order.",
+		RefutedBy:   "the file parsing as a CNI network configuration",
+		Explains:    []string{"CNINotInitialized", "CNIConfigMissing"},
+	})
+	CNIConfigMissing = register(Problem{
+		ID: "CNIConfigMissing", Category: CatCNINotReady, Severity: Warning, Confidence: Medium,
+		Title:       "no CNI network configuration in {dir}",
+		Remediation: "The node stays NotReady until a CNI add-on writes its config here. On CAPZ the CNI (Calico) is installed by a HelmChartProxy that matches the Cluster's labels (cni: calico): check the label, the HelmReleaseProxy and the calico-node pod for this node.",
+		RefutedBy:   "a *.conf or *.conflist file in the directory",
+		Explains:    []string{"CNINotInitialized"},
+	})
+	CNINotInitialized = register(Problem{
+		ID: "CNINotInitialized", Category: CatCNINotReady, Severity: Error,
+		Title:       "the network plugin has not been ready for {duration}",
+		Remediation: "Install or repair the CNI add-on (its pods on this node, its config in /etc/cni/net.d, its binaries in /opt/cni/bin).",
+		RefutedBy:   "NetworkReady=true in the runtime status",
+	})
+)
+
+// Symptoms: consequences that another finding usually explains.
+var (
+	KubeletNotHealthy = register(Problem{
+		ID: "KubeletNotHealthy", Category: CatKubeletNotRunning, Severity: Error, Confidence: Medium, Symptom: true,
+		Title:       "the kubelet never became healthy",
+		Remediation: "Read the kubelet's own log for why it exits (journalctl -u kubelet): a rejected flag, an unreadable config, swap, the runtime socket.",
+		RefutedBy:   "kubelet healthz answering on :10248",
+		Explains:    append([]string{"KubeletConfigMissing"}, bootstrapSymptoms...),
+	})
+	KubeletConfigMissing = register(Problem{
+		ID: "KubeletConfigMissing", Category: CatKubeletNotRunning, Severity: Error, Confidence: Medium, Symptom: true,
+		Title:       "the kubelet's configuration {file} does not exist after the bootstrap ended",
+		Remediation: "kubeadm init/join writes it; the bootstrap did not get that far. Look at the kubeadm output in /var/log/cloud-init-output.log.",
+		RefutedBy:   "the file present",
+	})
+	KubeletTLSBootstrapFailed = register(Problem{
+		ID: "KubeletTLSBootstrapFailed", Category: CatKubeletNotRunning, Severity: Error, Confidence: Medium, Symptom: true,
+		Title:       "the kubelet's TLS bootstrap did not complete",
+		Remediation: "The kubelet could not get its client certificate: check that it runs, that it reaches the API server, and that its CSR was approved (kubectl get csr).",
+		RefutedBy:   "/var/lib/kubelet/pki/kubelet-client-current.pem present and valid",
+		Explains:    []string{"KubeadmJoinFailed", "KubeadmInitFailed", "BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing"},
+	})
+	KubeadmInitFailed = register(Problem{
+		ID: "KubeadmInitFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
+		Title:       "kubeadm init failed in phase {phase}",
+		Remediation: "The first control plane node did not initialise; the quoted kubeadm error names the phase. Fix its cause (see the other findings) and recreate the Machine.",
+		RefutedBy:   "kubeadm init completing (\"Your Kubernetes control-plane has initialized successfully!\")",
+		Explains:    []string{"BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing", "KubeletConfigMissing"},
+	})
+	KubeadmJoinFailed = register(Problem{
+		ID: "KubeadmJoinFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
+		Title:       "kubeadm join failed in phase {phase}",
+		Remediation: "The node did not join; the quoted kubeadm error names the phase. Fix its cause (see the other findings) and recreate the Machine.",
+		RefutedBy:   "kubeadm join completing (\"This node has joined the cluster\")",
+		Explains:    []string{"BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing", "KubeletConfigMissing"},
+	})
+	BootstrapCommandFailed = register(Problem{
+		ID: "BootstrapCommandFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
+		Title:       "a bootstrap command failed: {command}",
+		Remediation: "cloud-init ran the bootstrap script and it exited non-zero; the first error above the quoted line in /var/log/cloud-init-output.log is the one to fix.",
+		RefutedBy:   "the script completing (the sentinel file written)",
+		Explains:    []string{"CloudInitFailed", "BootstrapSentinelMissing"},
+	})
+	CloudInitFailed = register(Problem{
+		ID: "CloudInitFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
+		Title:       "cloud-init finished with errors",
+		Remediation: "A VMExtensionProvisioningError of CAPZ.Linux.Bootstrapping only says this. Read the first failing command in /var/log/cloud-init-output.log (quoted in the other findings when nodediag recognised it).",
+		RefutedBy:   "cloud-init status: done without errors",
+		Explains:    []string{"BootstrapSentinelMissing"},
+	})
+	CloudInitStillRunning = register(Problem{
+		ID: "CloudInitStillRunning", Category: CatCloudInitFailed, Severity: Warning, Confidence: Medium, Symptom: true,
+		Title:       "cloud-init has been running stage {stage} for {duration}",
+		Remediation: "A bootstrap that has not finished after this long is usually blocked: a download without a timeout, a wait for the API server or for the network. Look at the end of /var/log/cloud-init-output.log.",
+		RefutedBy:   "cloud-init finishing",
+		Explains:    []string{"BootstrapSentinelMissing"},
+	})
+	CloudInitDisabled = register(Problem{
+		ID: "CloudInitDisabled", Category: CatCloudInitFailed, Severity: Warning, Symptom: true,
+		Title:       "cloud-init is disabled ({marker}), so the bootstrap never ran",
+		Remediation: "Remove {marker} from the image, or bootstrap the node another way; CAPI's kubeadm bootstrap is delivered as cloud-init user data.",
+		RefutedBy:   "cloud-init state files of this boot",
+		Explains:    []string{"BootstrapSentinelMissing"},
+	})
+	BootstrapSentinelMissing = register(Problem{
+		ID: "BootstrapSentinelMissing", Category: CatSentinelMissing, Severity: Error, Symptom: true,
+		Title:       "{sentinel} is missing although cloud-init has finished",
+		Remediation: "CAPI writes this file as the last bootstrap command, and the CAPZ.Linux.Bootstrapping extension waits for it; its absence means the bootstrap script stopped earlier. The cause is in /var/log/cloud-init-output.log.",
+		RefutedBy:   "the sentinel file present",
+	})
+	BootstrapInProgress = register(Problem{
+		ID: "BootstrapInProgress", Category: CatCloudInitFailed, Severity: Info, Confidence: Medium, Symptom: true,
+		Title:       "cloud-init is still running (stage {stage})",
+		Remediation: "Wait: the bootstrap is in progress. Check again if it is still running in 20 minutes.",
+		RefutedBy:   "cloud-init finishing",
+	})
+)
+
+// Warnings that are not failures yet.
+var (
+	KubeletDeprecatedFlag = register(Problem{
+		ID: "KubeletDeprecatedFlag", Category: CatFlagRemoved, Severity: Warning,
+		Title:       "kubelet flag --{flag} in {file} is removed in Kubernetes {removed_in}",
+		Remediation: "Remove --{flag} from {file} before the kubelet reaches {removed_in}{replacement}; that kubelet will refuse to start with it.",
+		RefutedBy:   "the flag absent from the kubelet's command line",
+	})
+	KubectlSkew = register(Problem{
+		ID: "KubectlSkew", Category: CatVersionSkew, Severity: Warning,
+		Title:       "kubectl {kubectl} is more than one minor version from the control plane {control_plane}",
+		Remediation: "Use a kubectl within one minor version of kube-apiserver for the bootstrap scripts that call it.",
+		RefutedBy:   "kubectl within one minor version",
+	})
+	CertificateExpiresSoon = register(Problem{
+		ID: "CertificateExpiresSoon", Category: CatCertExpired, Severity: Warning,
+		Title:       "certificate {path} expires on {not_after} ({left} left)",
+		Remediation: "Renew it before it expires (kubeadm certs renew for control-plane certificates; kubelet client certificates rotate when rotateCertificates is on and the node reaches the API server).",
+		RefutedBy:   "a renewed certificate in its place",
+	})
+	DiskNearlyFull = register(Problem{
+		ID: "DiskNearlyFull", Category: CatDiskPressure, Severity: Warning,
+		Title:       "{path} is {used_percent}% full ({free} free)",
+		Remediation: "Free space on {mount} before the kubelet's eviction thresholds are reached (container images, logs).",
+		RefutedBy:   "usage below 85%",
+	})
+)

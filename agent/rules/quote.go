@@ -1,0 +1,61 @@
+package rules
+
+import (
+	"strings"
+
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// MaxExcerpt caps a quoted excerpt: a line long enough to prove the point,
+// short enough that a report stays readable.
+const MaxExcerpt = 1000
+
+func clip(s string) string {
+	if len(s) <= MaxExcerpt {
+		return s
+	}
+	// Cut on a rune boundary.
+	cut := MaxExcerpt
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// QuoteLine quotes a line of a file.
+func QuoteLine(sl *nodediagv1.SourceLine) *nodediagv1.Quote {
+	if sl == nil || sl.Text == "" {
+		return nil
+	}
+	return &nodediagv1.Quote{Source: sl.Path, Line: sl.Line, Excerpt: clip(sl.Text)}
+}
+
+// QuoteExec quotes what a binary answered when asked its version.
+func QuoteExec(b *nodediagv1.Binary) *nodediagv1.Quote {
+	if b == nil {
+		return nil
+	}
+	out := firstLine(b.Output)
+	if out == "" {
+		out = firstLine(b.Error)
+	}
+	source := "exec:" + b.Command
+	if b.Method == "buildinfo" {
+		source = "buildinfo:" + b.Path
+	}
+	return &nodediagv1.Quote{Source: source, Excerpt: clip(out)}
+}
+
+// QuoteLog quotes a log line.
+func QuoteLog(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine) *nodediagv1.Quote {
+	if l == nil {
+		return nil
+	}
+	return &nodediagv1.Quote{Source: src.GetSource(), Line: l.N, Time: l.Time, Excerpt: clip(strings.TrimRight(l.Text, "\r"))}
+}
+
+// QuoteText quotes a fact that has no line of its own (a file's absence, a
+// computed value), naming where it was observed.
+func QuoteText(source, text string) *nodediagv1.Quote {
+	return &nodediagv1.Quote{Source: source, Excerpt: clip(text)}
+}

@@ -1,0 +1,134 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+var severityRank = map[string]int{Info: 0, Warning: 1, Error: 2, Critical: 3}
+var confidenceRank = map[string]int{Low: 0, Medium: 1, High: 2}
+
+// SeverityAtLeast says whether severity s is at least min.
+func SeverityAtLeast(s, min string) bool { return severityRank[s] >= severityRank[min] }
+
+var (
+	closureOnce sync.Once
+	closure     map[string]map[string]bool
+)
+
+// explainsClosure is the transitive closure of Problem.Explains.
+func explainsClosure() map[string]map[string]bool {
+	closureOnce.Do(func() {
+		closure = map[string]map[string]bool{}
+		var visit func(id string, into map[string]bool)
+		visit = func(id string, into map[string]bool) {
+			p, ok := catalog[id]
+			if !ok {
+				return
+			}
+			for _, e := range p.Explains {
+				if !into[e] {
+					into[e] = true
+					visit(e, into)
+				}
+			}
+		}
+		for id := range catalog {
+			set := map[string]bool{}
+			visit(id, set)
+			closure[id] = set
+		}
+	})
+	return closure
+}
+
+// checkAcyclic fails when a problem explains itself through others: ranking
+// needs causes and consequences, not circles.
+func checkAcyclic() error {
+	var cycles []string
+	for id, set := range explainsClosure() {
+		if set[id] {
+			cycles = append(cycles, id)
+		}
+	}
+	sort.Strings(cycles)
+	if len(cycles) > 0 {
+		return fmt.Errorf("explains graph has cycles through %s", strings.Join(cycles, ", "))
+	}
+	return nil
+}
+
+// rank orders findings so that the first is the most likely root cause, and
+// fills Explains and Consequence.
+//
+// A finding explains another when its problem's Explains (transitively)
+// names the other's problem and it is at least a warning. A finding that some
+// other explains is a consequence and ranks after every root candidate. Then:
+// severity, causes before symptoms, confidence, catalog order, earliest
+// evidence, title.
+func rank(fs []*nodediagv1.Finding) {
+	cl := explainsClosure()
+	for _, a := range fs {
+		a.Explains = nil
+		a.Consequence = false
+	}
+	for _, a := range fs {
+		if !SeverityAtLeast(a.Severity, Warning) {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, b := range fs {
+			if a == b || a.Id == b.Id || !cl[a.Id][b.Id] {
+				continue
+			}
+			b.Consequence = true
+			if !seen[b.Id] {
+				seen[b.Id] = true
+				a.Explains = append(a.Explains, b.Id)
+			}
+		}
+		sort.Strings(a.Explains)
+	}
+	sort.SliceStable(fs, func(i, j int) bool { return less(fs[i], fs[j]) })
+}
+
+func less(a, b *nodediagv1.Finding) bool {
+	if a.Consequence != b.Consequence {
+		return !a.Consequence
+	}
+	if sa, sb := severityRank[a.Severity], severityRank[b.Severity]; sa != sb {
+		return sa > sb
+	}
+	pa, pb := catalog[a.Id], catalog[b.Id]
+	if pa != nil && pb != nil && pa.Symptom != pb.Symptom {
+		return !pa.Symptom
+	}
+	if ca, cb := confidenceRank[a.Confidence], confidenceRank[b.Confidence]; ca != cb {
+		return ca > cb
+	}
+	if pa != nil && pb != nil && pa.order != pb.order {
+		return pa.order < pb.order
+	}
+	if ta, tb := firstTime(a), firstTime(b); ta != tb {
+		return ta < tb
+	}
+	return a.Title < b.Title
+}
+
+// firstTime is the earliest quoted time, as a sortable string ("" sorts last
+// by comparing as greater through the "~" sentinel).
+func firstTime(f *nodediagv1.Finding) string {
+	best := "~"
+	for _, q := range f.Evidence {
+		if q.Time != nil {
+			if s := q.Time.AsTime().UTC().Format("2006-01-02T15:04:05.000000000Z"); s < best {
+				best = s
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,361 @@
+// Package rules turns Evidence into ranked Findings. It does no I/O: the same
+// rules judge a live host, a bundle from an air-gapped host, a CI artifact
+// tree and, in the collector, a node whose Machine is known.
+//
+// What is data and what is code: the meaning of every finding (ID, category,
+// severity, title, remediation) is the Go catalog (catalog.go, problems.go);
+// pure matching of log lines is data (signatures/*.json, embedded); logic over
+// versions, thresholds and several pieces of evidence is Go (one file per
+// domain: kubelet.go, versions.go, bootstrap.go, node.go).
+package rules
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// Context is what the analysis knows besides the evidence.
+type Context struct {
+	// ExpectVersion is the Kubernetes version the Machine expects
+	// ("v1.32.0"): --expect-version, or the Machine's spec in the collector.
+	ExpectVersion string
+	// Since bounds the window from below; zero means the last boot.
+	Since time.Time
+	// SinceAgo bounds the window to this long before the evidence clock
+	// (--since DURATION); used when Since is zero.
+	SinceAgo time.Duration
+	// Now overrides the evidence clock (--now), for snapshots whose own
+	// clock is unknown and for reproducible tests.
+	Now time.Time
+}
+
+// Result is what Analyze concluded.
+type Result struct {
+	// Findings, ranked: the first is the most likely root cause.
+	Findings []*nodediagv1.Finding
+	Window   *nodediagv1.Window
+	// Gaps are the evidence that could not be collected, as sentences.
+	Gaps []string
+}
+
+// Input is the evidence as the rules see it.
+type Input struct {
+	Ev  *nodediagv1.Evidence
+	Ctx Context
+	// Clock is the evidence's own "now": the host's clock at collection,
+	// or, for a snapshot, the newest timestamp found in the evidence.
+	Clock time.Time
+	// Since and Until bound the window; Since is zero when unbounded.
+	Since, Until time.Time
+}
+
+// A Rule is Go logic over the evidence.
+type Rule struct {
+	Name string
+	Fn   func(in *Input) []*nodediagv1.Finding
+}
+
+// goRules is the explicit list of Go rules, one slice per domain file.
+func goRules() []Rule {
+	var all []Rule
+	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules} {
+		all = append(all, rs...)
+	}
+	return all
+}
+
+// Engine analyses evidence with a set of log signatures.
+type Engine struct {
+	Signatures []*Signature
+}
+
+// NewEngine returns an engine with the embedded signatures. It fails only if
+// the shipped data is broken, which a test prevents.
+func NewEngine() (*Engine, error) {
+	sigs, err := LoadSignatures(nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{Signatures: sigs}, nil
+}
+
+// Analyze judges ev.
+func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
+	in := newInput(ev, c)
+	var fs []*nodediagv1.Finding
+	for _, r := range goRules() {
+		fs = append(fs, r.Fn(in)...)
+	}
+	fs = merge(fs, matchSignatures(in, e.Signatures))
+	rank(fs)
+	return Result{
+		Findings: fs,
+		Window:   &nodediagv1.Window{Since: ts(in.Since), Until: ts(in.Until)},
+		Gaps:     gaps(ev),
+	}
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t.UTC())
+}
+
+func newInput(ev *nodediagv1.Evidence, c Context) *Input {
+	in := &Input{Ev: ev, Ctx: c}
+	in.Clock = evidenceClock(ev)
+	if !c.Now.IsZero() {
+		in.Clock = c.Now
+	}
+	in.Until = in.Clock
+	switch {
+	case !c.Since.IsZero():
+		in.Since = c.Since
+	case c.SinceAgo > 0:
+		in.Since = in.Clock.Add(-c.SinceAgo)
+	default:
+		if os := in.OS(); os != nil && os.BootTime != nil {
+			in.Since = os.BootTime.AsTime()
+		}
+	}
+	return in
+}
+
+// evidenceClock is the collection time of a live host, and the newest time
+// the evidence itself shows for a snapshot (a copy examined later must give
+// the same answer).
+func evidenceClock(ev *nodediagv1.Evidence) time.Time {
+	collected := ev.GetCollectedAt().AsTime()
+	if !ev.GetSnapshot() {
+		return collected
+	}
+	var newest time.Time
+	see := func(t *timestamppb.Timestamp) {
+		if t != nil && t.AsTime().After(newest) {
+			newest = t.AsTime()
+		}
+	}
+	for _, pe := range ev.GetProbes() {
+		for _, s := range pe.GetLogs().GetSources() {
+			see(s.GetLastTime())
+		}
+		ci := pe.GetCloudInit()
+		see(ci.GetLastUpdate())
+		for _, st := range ci.GetStages() {
+			see(st.GetStart())
+			see(st.GetFinished())
+		}
+	}
+	if newest.IsZero() {
+		return collected
+	}
+	return newest
+}
+
+// InWindow says whether t falls in the window; an unknown time does.
+func (in *Input) InWindow(t *timestamppb.Timestamp) bool {
+	if t == nil {
+		return true
+	}
+	at := t.AsTime()
+	if !in.Since.IsZero() && at.Before(in.Since) {
+		return false
+	}
+	return !at.After(in.Until.Add(time.Minute))
+}
+
+// Probe returns the evidence of the named probe, or nil.
+func (in *Input) Probe(name string) *nodediagv1.ProbeEvidence {
+	for _, pe := range in.Ev.GetProbes() {
+		if pe.GetName() == name {
+			return pe
+		}
+	}
+	return nil
+}
+
+// The accessors below find a probe's data by its type, so that rules do not
+// depend on probe names. Each returns nil when the probe did not run.
+
+func (in *Input) KubeletConfig() *nodediagv1.KubeletConfig {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetKubeletConfig(); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (in *Input) Binaries() []*nodediagv1.Binary {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetBinaries(); d != nil {
+			return d.GetBinaries()
+		}
+	}
+	return nil
+}
+
+func (in *Input) Kubeadm() *nodediagv1.Kubeadm {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetKubeadm(); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (in *Input) CloudInit() *nodediagv1.CloudInit {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetCloudInit(); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (in *Input) Logs() []*nodediagv1.LogExcerpt {
+	var out []*nodediagv1.LogExcerpt
+	for _, pe := range in.Ev.GetProbes() {
+		out = append(out, pe.GetLogs().GetSources()...)
+	}
+	return out
+}
+
+func (in *Input) Filesystems() []*nodediagv1.Filesystem {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetFilesystems(); d != nil {
+			return d.GetFilesystems()
+		}
+	}
+	return nil
+}
+
+func (in *Input) Swap() *nodediagv1.Swap {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetSwap(); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (in *Input) Certificates() []*nodediagv1.Certificate {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetCertificates(); d != nil {
+			return d.GetCertificates()
+		}
+	}
+	return nil
+}
+
+func (in *Input) CNI() *nodediagv1.CNI {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetCni(); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func (in *Input) OS() *nodediagv1.OSInfo {
+	for _, pe := range in.Ev.GetProbes() {
+		if d := pe.GetOs(); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// Finding builds a finding of p with its templates filled from params.
+func (p *Problem) Finding(params Params, quotes ...*nodediagv1.Quote) *nodediagv1.Finding {
+	f := &nodediagv1.Finding{
+		Id:          p.ID,
+		Category:    p.Category,
+		Severity:    p.Severity,
+		Confidence:  p.Confidence,
+		Title:       expand(p.Title, params),
+		Remediation: expand(p.Remediation, params),
+		RefutedBy:   expand(p.RefutedBy, params),
+	}
+	for _, q := range quotes {
+		if q != nil && q.Excerpt != "" {
+			f.Evidence = append(f.Evidence, q)
+		}
+	}
+	return f
+}
+
+// merge adds the signature findings to the Go findings: a signature finding
+// whose ID a Go rule already raised lends its quotes to that finding (the log
+// line that shows the effect joins the file line that shows the cause).
+func merge(goFs, sigFs []*nodediagv1.Finding) []*nodediagv1.Finding {
+	byID := map[string]*nodediagv1.Finding{}
+	for _, f := range goFs {
+		if _, ok := byID[f.Id]; !ok {
+			byID[f.Id] = f
+		}
+	}
+	out := goFs
+	for _, sf := range sigFs {
+		if f, ok := byID[sf.Id]; ok {
+			for _, q := range sf.Evidence {
+				if !hasQuote(f, q) {
+					f.Evidence = append(f.Evidence, q)
+				}
+			}
+			continue
+		}
+		out = append(out, sf)
+	}
+	return out
+}
+
+func hasQuote(f *nodediagv1.Finding, q *nodediagv1.Quote) bool {
+	for _, e := range f.Evidence {
+		if e.Source == q.Source && e.Line == q.Line && e.Excerpt == q.Excerpt {
+			return true
+		}
+	}
+	return false
+}
+
+// gaps lists what the probes could not see.
+func gaps(ev *nodediagv1.Evidence) []string {
+	var out []string
+	for _, pe := range ev.GetProbes() {
+		switch pe.GetStatus() {
+		case "error":
+			out = append(out, pe.GetName()+": "+pe.GetError())
+		}
+		for _, u := range pe.GetUnreadable() {
+			out = append(out, pe.GetName()+": cannot read "+u.GetSource()+": "+u.GetError())
+		}
+	}
+	sort.Strings(out)
+	return dedupe(out)
+}
+
+func dedupe(ss []string) []string {
+	var out []string
+	for i, s := range ss {
+		if i == 0 || s != ss[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// firstLine returns s up to its first newline.
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

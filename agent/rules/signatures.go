@@ -1,0 +1,285 @@
+package rules
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// A Signature recognises log lines that prove a problem. Signatures are data
+// (signatures/*.json): matching only, no meaning; the meaning is the catalog
+// entry named by ID.
+//
+// Lines are matched against the signatures in order (files by name, entries
+// in file order) and the first signature that matches a line claims it: put
+// the specific before the generic.
+type Signature struct {
+	// ID of the catalog problem a match proves.
+	ID string `json:"id"`
+	// Kinds of log the signature applies to ("kubelet", "containerd",
+	// "cloud-init-output", "cloud-init", "kubeadm", "syslog"); empty means all.
+	Kinds []string `json:"kinds,omitempty"`
+	// Match is an RE2 regular expression. Named groups become parameters of
+	// the finding's title and remediation ({flag}, {image}, ...).
+	Match string `json:"match"`
+	// Persist, for a known bootstrap transient, is how long the matches must
+	// span (on the lines' own timestamps) before they mean anything ("10m").
+	Persist string `json:"persist,omitempty"`
+	// Confidence overrides the catalog's for findings of this signature.
+	Confidence string `json:"confidence,omitempty"`
+	// Examples are real lines the signature must claim; Counterexamples
+	// are lines it must not match. Both are checked by the tests.
+	Examples        []string `json:"examples"`
+	Counterexamples []string `json:"counterexamples,omitempty"`
+	// Note says where the message comes from.
+	Note string `json:"note,omitempty"`
+
+	file    string
+	re      *regexp.Regexp
+	persist time.Duration
+	kinds   map[string]bool
+}
+
+// File is the file the signature was loaded from, for error messages.
+func (s *Signature) File() string { return s.file }
+
+// Matches says whether the signature claims line in a log of this kind,
+// ignoring the others.
+func (s *Signature) Matches(kind, line string) bool {
+	return s.appliesTo(kind) && s.re.MatchString(line)
+}
+
+type signatureFile struct {
+	Description string       `json:"description"`
+	Signatures  []*Signature `json:"signatures"`
+}
+
+//go:embed signatures/*.json
+var embedded embed.FS
+
+// LoadSignatures reads every *.json of dir (the embedded set when dir is
+// nil) in name order, exactly as the agent does at startup. Unknown fields,
+// bad regular expressions, unknown IDs and bad durations are errors.
+func LoadSignatures(dir fs.FS) ([]*Signature, error) {
+	root := "."
+	if dir == nil {
+		dir, root = embedded, "signatures"
+	}
+	names, err := fs.Glob(dir, path.Join(root, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no signature files in %s", root)
+	}
+	sort.Strings(names)
+	var all []*Signature
+	for _, name := range names {
+		b, err := fs.ReadFile(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var f signatureFile
+		if err := dec.Decode(&f); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		for i, s := range f.Signatures {
+			s.file = path.Base(name)
+			if err := s.compile(); err != nil {
+				return nil, fmt.Errorf("%s: signature %d (%s): %w", name, i, s.ID, err)
+			}
+			all = append(all, s)
+		}
+	}
+	return all, nil
+}
+
+func (s *Signature) compile() error {
+	if _, ok := catalog[s.ID]; !ok {
+		return fmt.Errorf("unknown problem ID %q", s.ID)
+	}
+	if s.Match == "" {
+		return fmt.Errorf("empty match")
+	}
+	re, err := regexp.Compile(s.Match)
+	if err != nil {
+		return err
+	}
+	s.re = re
+	if s.Persist != "" {
+		d, err := time.ParseDuration(s.Persist)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("persist %q: not a positive duration", s.Persist)
+		}
+		s.persist = d
+	}
+	switch s.Confidence {
+	case "", Low, Medium, High:
+	default:
+		return fmt.Errorf("confidence %q", s.Confidence)
+	}
+	if len(s.Examples) == 0 {
+		return fmt.Errorf("no examples")
+	}
+	s.kinds = map[string]bool{}
+	for _, k := range s.Kinds {
+		s.kinds[k] = true
+	}
+	return nil
+}
+
+func (s *Signature) appliesTo(kind string) bool {
+	return len(s.kinds) == 0 || s.kinds[kind]
+}
+
+// Claim returns the first signature of sigs that matches line in a log of
+// this kind, or nil.
+func Claim(sigs []*Signature, kind, line string) *Signature {
+	for _, s := range sigs {
+		if s.Matches(kind, line) {
+			return s
+		}
+	}
+	return nil
+}
+
+// lineKind is the kind of log a line belongs to: the program that wrote it
+// for syslog-style files, else the file's kind.
+func lineKind(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine) string {
+	switch l.GetProgram() {
+	case "kubelet", "containerd", "kubeadm", "cloud-init":
+		return l.GetProgram()
+	}
+	return src.GetKind()
+}
+
+type sigMatch struct {
+	sig  *Signature
+	src  *nodediagv1.LogExcerpt
+	line *nodediagv1.LogLine
+}
+
+// matchSignatures runs the signatures over the log lines of the window and
+// returns one finding per problem ID.
+func matchSignatures(in *Input, sigs []*Signature) []*nodediagv1.Finding {
+	var order []string
+	byID := map[string][]sigMatch{}
+	for _, src := range in.Logs() {
+		for _, l := range src.GetLines() {
+			if !in.InWindow(l.GetTime()) {
+				continue
+			}
+			s := Claim(sigs, lineKind(src, l), l.GetText())
+			if s == nil {
+				continue
+			}
+			if _, ok := byID[s.ID]; !ok {
+				order = append(order, s.ID)
+			}
+			byID[s.ID] = append(byID[s.ID], sigMatch{s, src, l})
+		}
+	}
+	var out []*nodediagv1.Finding
+	for _, id := range order {
+		ms := persisting(byID[id])
+		if len(ms) == 0 {
+			continue
+		}
+		out = append(out, sigFinding(id, ms))
+	}
+	return out
+}
+
+// persisting drops the matches of transient signatures whose lines do not
+// span their Persist duration: a bootstrap transient is not a cause until it
+// outlasts bootstrap.
+func persisting(ms []sigMatch) []sigMatch {
+	bySig := map[*Signature][]sigMatch{}
+	for _, m := range ms {
+		bySig[m.sig] = append(bySig[m.sig], m)
+	}
+	var out []sigMatch
+	for _, m := range ms {
+		if m.sig.persist == 0 || spans(bySig[m.sig], m.sig.persist) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func spans(ms []sigMatch, d time.Duration) bool {
+	var first, last time.Time
+	for _, m := range ms {
+		if m.line.GetTime() == nil {
+			continue
+		}
+		t := m.line.GetTime().AsTime()
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return !first.IsZero() && last.Sub(first) >= d
+}
+
+// maxQuotes is how many matching lines a signature finding quotes: the first
+// (the earliest proof), and the last ones (it still happens).
+const maxQuotes = 3
+
+func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
+	p := catalog[id]
+	params := Params{"count": strconv.Itoa(len(ms))}
+	for _, m := range ms {
+		sub := m.sig.re.FindStringSubmatch(m.line.GetText())
+		for i, name := range m.sig.re.SubexpNames() {
+			if name != "" && sub[i] != "" {
+				if _, set := params[name]; !set {
+					params[name] = strings.TrimSpace(sub[i])
+				}
+			}
+		}
+		if _, set := params["detail"]; !set {
+			params["detail"] = clipDetail(sub[0])
+		}
+	}
+	var quotes []*nodediagv1.Quote
+	picks := []int{0}
+	for i := len(ms) - 1; i > 0 && len(picks) < maxQuotes; i-- {
+		picks = append(picks, i)
+	}
+	sort.Ints(picks)
+	for _, i := range picks {
+		quotes = append(quotes, QuoteLog(ms[i].src, ms[i].line))
+	}
+	f := p.Finding(params, quotes...)
+	if c := ms[0].sig.Confidence; c != "" {
+		f.Confidence = c
+	}
+	return f
+}
+
+func clipDetail(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 200 {
+		cut := 200
+		for cut > 0 && (s[cut]&0xC0) == 0x80 {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
