@@ -108,7 +108,7 @@ func (h *Host) HostPath(p string) string {
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return p
 	}
-	return "/" + filepath.ToSlash(rel)
+	return path.Clean("/" + filepath.ToSlash(rel))
 }
 
 // hostErr rewrites an error so that it names the host path.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -75,7 +76,7 @@ func runOne(ctx context.Context, h *host.Host, p Probe) (pe *nodediagv1.ProbeEvi
 			pe = &nodediagv1.ProbeEvidence{Status: StatusError, Error: fmt.Sprintf("panic: %v\n%s", r, firstFrames(debug.Stack()))}
 		}
 		pe.Name = p.Name()
-		pe.DurationMs = time.Since(start).Milliseconds()
+		pe.DurationMs = int32(min(time.Since(start).Milliseconds(), math.MaxInt32))
 	}()
 	pe, err := p.Run(ctx, h)
 	if pe == nil {

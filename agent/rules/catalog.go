@@ -69,6 +69,9 @@ type Problem struct {
 	// finding's parameter of that name.
 	Title       string
 	Remediation string
+	// Defaults fill template parameters a rule or a log line could not
+	// provide (an x509 error that does not name its certificate).
+	Defaults Params
 	// RefutedBy names the observation that would prove this finding wrong.
 	RefutedBy string
 	// Symptom marks a consequence (a failed cloud-init, a missing sentinel,

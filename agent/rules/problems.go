@@ -11,7 +11,7 @@ package rules
 // CAPZ.Linux.Bootstrapping extension fails, cloud-init reports an error, the
 // Machine stays Provisioned); they rank below the cause that explains them.
 var (
-	bootstrapSymptoms = []string{"CloudInitFailed", "BootstrapCommandFailed", "KubeadmInitFailed", "KubeadmJoinFailed", "BootstrapSentinelMissing", "KubeletTLSBootstrapFailed"}
+	bootstrapSymptoms = []string{"CloudInitFailed", "BootstrapCommandFailed", "KubeadmInitFailed", "KubeadmJoinFailed", "KubeadmFailed", "BootstrapSentinelMissing", "KubeletTLSBootstrapFailed"}
 	kubeletSymptoms   = append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...)
 )
 
@@ -49,7 +49,7 @@ var (
 		ID: "VersionMismatch", Category: CatVersionMismatch, Severity: Error,
 		Title:       "{binary} is {version}, not the expected {expected}",
 		Remediation: "Install {binary} {expected} (the Machine's version). A script that replaces the gallery image's binaries may have failed without stopping cloud-init (a failed curl in a pipeline, a missing set -o pipefail): check its output in /var/log/cloud-init-output.log and the binaries in {path}.",
-		RefutedBy:   "{binary} --version printing {expected}",
+		RefutedBy:   "{binary} reporting version {expected}",
 		Explains:    append([]string{"KubeletNewerThanControlPlane", "KubeletTooOld", "KubeadmKubeletSkew", "KubeadmControlPlaneSkew", "KubeadmPreflightKubeletVersion", "KubectlSkew"}, kubeletSymptoms...),
 	})
 	KubeletNewerThanControlPlane = register(Problem{
@@ -160,6 +160,7 @@ var (
 	SwapEnabled = register(Problem{
 		ID: "SwapEnabled", Category: CatSwapEnabled, Severity: Error,
 		Title:       "swap is on ({devices}) and the kubelet refuses to run with swap",
+		Defaults:    Params{"devices": "see /proc/swaps"},
 		Remediation: "Turn swap off (swapoff -a, and remove it from /etc/fstab or the image's swap unit), or allow it in the KubeletConfiguration (failSwapOn: false, memorySwap.swapBehavior) and skip kubeadm's Swap preflight check.",
 		RefutedBy:   "/proc/swaps without devices, or failSwapOn: false",
 		Explains:    append([]string{"KubeadmPreflightFailed"}, kubeletSymptoms...),
@@ -202,6 +203,7 @@ var (
 	CertificateExpired = register(Problem{
 		ID: "CertificateExpired", Category: CatCertExpired, Severity: Error,
 		Title:       "certificate {path} expired on {not_after}",
+		Defaults:    Params{"path": "(named in the quoted line)", "not_after": "(see the quoted line)"},
 		Remediation: "Renew it: kubeadm certs renew for control-plane certificates (then restart the static pods); for the kubelet client certificate, delete the expired /var/lib/kubelet/pki/kubelet-client-current.pem and rejoin or re-bootstrap the kubelet (rotateCertificates keeps it fresh while the node is up).",
 		RefutedBy:   "a current certificate in its place",
 		Explains:    append([]string{"APIServerUnreachable", "APIServerCertificateUntrusted"}, kubeletSymptoms...),
@@ -271,6 +273,7 @@ var (
 	CNINotInitialized = register(Problem{
 		ID: "CNINotInitialized", Category: CatCNINotReady, Severity: Error,
 		Title:       "the network plugin has not been ready for {duration}",
+		Defaults:    Params{"duration": "a while"},
 		Remediation: "Install or repair the CNI add-on (its pods on this node, its config in /etc/cni/net.d, its binaries in /opt/cni/bin).",
 		RefutedBy:   "NetworkReady=true in the runtime status",
 	})
@@ -296,7 +299,7 @@ var (
 		Title:       "the kubelet's TLS bootstrap did not complete",
 		Remediation: "The kubelet could not get its client certificate: check that it runs, that it reaches the API server, and that its CSR was approved (kubectl get csr).",
 		RefutedBy:   "/var/lib/kubelet/pki/kubelet-client-current.pem present and valid",
-		Explains:    []string{"KubeadmJoinFailed", "KubeadmInitFailed", "BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing"},
+		Explains:    []string{"KubeadmJoinFailed", "KubeadmInitFailed", "KubeadmFailed", "BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing"},
 	})
 	KubeadmInitFailed = register(Problem{
 		ID: "KubeadmInitFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
@@ -310,6 +313,17 @@ var (
 		Title:       "kubeadm join failed in phase {phase}",
 		Remediation: "The node did not join; the quoted kubeadm error names the phase. Fix its cause (see the other findings) and recreate the Machine.",
 		RefutedBy:   "kubeadm join completing (\"This node has joined the cluster\")",
+		Explains:    []string{"BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing", "KubeletConfigMissing"},
+	})
+	// KubeadmFailed is a kubeadm failure whose line does not say whether init or
+	// join ran: "error execution phase preflight: ...", "wait-control-plane"
+	// with an error both commands share. KubeadmInitFailed and KubeadmJoinFailed
+	// are raised instead when the phase or the error belongs to one of them.
+	KubeadmFailed = register(Problem{
+		ID: "KubeadmFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
+		Title:       "kubeadm failed in phase {phase}",
+		Remediation: "kubeadm init or join stopped with the quoted error, so the bootstrap script never wrote /run/cluster-api/bootstrap-success.complete, cloud-init reports scripts_user failed, and the kubelet has no configuration and crash-loops. Fix the cause (the [ERROR ...] lines above it and the other findings) and recreate the Machine. /run/kubeadm/kubeadm.yaml means init ran, /run/kubeadm/kubeadm-join-config.yaml join.",
+		RefutedBy:   "kubeadm completing (\"Your Kubernetes control-plane has initialized successfully!\" or \"This node has joined the cluster\")",
 		Explains:    []string{"BootstrapCommandFailed", "CloudInitFailed", "BootstrapSentinelMissing", "KubeletConfigMissing"},
 	})
 	BootstrapCommandFailed = register(Problem{
@@ -336,7 +350,7 @@ var (
 	CloudInitDisabled = register(Problem{
 		ID: "CloudInitDisabled", Category: CatCloudInitFailed, Severity: Warning, Symptom: true,
 		Title:       "cloud-init is disabled ({marker}), so the bootstrap never ran",
-		Remediation: "Remove {marker} from the image, or bootstrap the node another way; CAPI's kubeadm bootstrap is delivered as cloud-init user data.",
+		Remediation: "CAPI's kubeadm bootstrap is delivered as cloud-init user data, so nothing ran. /etc/cloud/cloud-init.disabled is put there by the image: remove it from the image. /run/cloud-init/disabled is written by cloud-init's generator when the kernel command line disables it (cloud-init=disabled) or no datasource was found: check the VM's custom data and the image's datasource list.",
 		RefutedBy:   "cloud-init state files of this boot",
 		Explains:    []string{"BootstrapSentinelMissing"},
 	})
@@ -361,6 +375,19 @@ var (
 		Title:       "kubelet flag --{flag} in {file} is removed in Kubernetes {removed_in}",
 		Remediation: "Remove --{flag} from {file} before the kubelet reaches {removed_in}{replacement}; that kubelet will refuse to start with it.",
 		RefutedBy:   "the flag absent from the kubelet's command line",
+	})
+	// KubeletDormantRemovedFlag is a removed flag that sits where the kubelet
+	// does not read it today: in /etc/default/kubelet on an rpm-wired node,
+	// in a variable ExecStart does not use, on an "export" line systemd
+	// ignores. It breaks nothing now, so it is a warning, but it is the same
+	// trap as KubeletRemovedFlag the day the file or variable is wired (a
+	// package upgrade restores 10-kubeadm.conf, an operator adds
+	// $KUBELET_EXTRA_ARGS to an override, an image moves from deb to rpm).
+	KubeletDormantRemovedFlag = register(Problem{
+		ID: "KubeletDormantRemovedFlag", Category: CatFlagRemoved, Severity: Warning, Confidence: Medium,
+		Title:       "kubelet {version} would reject --{flag} in {file}, which does not reach its command line today",
+		Remediation: "Remove --{flag} from {file}{variable_note}: it was removed in Kubernetes {removed_in}{replacement}. It is dormant now ({reason}), but the kubelet will refuse to start the day this file or variable is wired into kubelet.service (the kubeadm drop-in reads /etc/default/kubelet on deb systems, /etc/sysconfig/kubelet on rpm systems and /var/lib/kubelet/kubeadm-flags.env on both).",
+		RefutedBy:   "the flag absent from {file}",
 	})
 	KubectlSkew = register(Problem{
 		ID: "KubectlSkew", Category: CatVersionSkew, Severity: Warning,

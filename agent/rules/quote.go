@@ -30,12 +30,22 @@ func QuoteLine(sl *nodediagv1.SourceLine) *nodediagv1.Quote {
 	return &nodediagv1.Quote{Source: sl.Path, Line: sl.Line, Excerpt: clip(sl.Text)}
 }
 
-// QuoteExec quotes what a binary answered when asked its version.
+// QuoteExec quotes what a binary answered when asked its version: the line
+// that carries the version (the gitVersion line of kubectl's JSON, not its
+// "{"), else the first line of the answer or of the error.
 func QuoteExec(b *nodediagv1.Binary) *nodediagv1.Quote {
 	if b == nil {
 		return nil
 	}
 	out := firstLine(b.Output)
+	if raw := strings.TrimPrefix(b.GetVersion(), "v"); raw != "" {
+		for _, l := range strings.Split(b.GetOutput(), "\n") {
+			if strings.Contains(l, raw) {
+				out = strings.TrimSpace(l)
+				break
+			}
+		}
+	}
 	if out == "" {
 		out = firstLine(b.Error)
 	}

@@ -67,11 +67,13 @@ func checkAcyclic() error {
 //
 // A finding explains another when its problem's Explains (transitively)
 // names the other's problem and it is at least a warning. A finding that some
-// other explains is a consequence and ranks after every root candidate. Then:
-// severity, causes before symptoms, confidence, catalog order, earliest
-// evidence, title.
+// other explains is a consequence. Order: root candidates (warning and up)
+// first, then consequences, nearest to their cause first, then the remaining
+// info findings; within each: severity, causes before symptoms, confidence,
+// catalog order, earliest evidence, title.
 func rank(fs []*nodediagv1.Finding) {
 	cl := explainsClosure()
+	explainedBy := map[*nodediagv1.Finding][]*nodediagv1.Finding{}
 	for _, a := range fs {
 		a.Explains = nil
 		a.Consequence = false
@@ -86,6 +88,7 @@ func rank(fs []*nodediagv1.Finding) {
 				continue
 			}
 			b.Consequence = true
+			explainedBy[b] = append(explainedBy[b], a)
 			if !seen[b.Id] {
 				seen[b.Id] = true
 				a.Explains = append(a.Explains, b.Id)
@@ -93,13 +96,44 @@ func rank(fs []*nodediagv1.Finding) {
 		}
 		sort.Strings(a.Explains)
 	}
-	sort.SliceStable(fs, func(i, j int) bool { return less(fs[i], fs[j]) })
+	// depth: the longest chain of explainers above a finding (the graph is
+	// acyclic, checked by the catalog test).
+	depth := map[*nodediagv1.Finding]int{}
+	var depthOf func(f *nodediagv1.Finding, guard int) int
+	depthOf = func(f *nodediagv1.Finding, guard int) int {
+		if d, ok := depth[f]; ok {
+			return d
+		}
+		d := 0
+		if guard < len(fs) {
+			for _, a := range explainedBy[f] {
+				if ad := depthOf(a, guard+1) + 1; ad > d {
+					d = ad
+				}
+			}
+		}
+		depth[f] = d
+		return d
+	}
+	group := func(f *nodediagv1.Finding) int {
+		switch {
+		case f.Consequence:
+			return 1 + depthOf(f, 0)
+		case SeverityAtLeast(f.Severity, Warning):
+			return 0
+		default:
+			return 1 << 20
+		}
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		if gi, gj := group(fs[i]), group(fs[j]); gi != gj {
+			return gi < gj
+		}
+		return less(fs[i], fs[j])
+	})
 }
 
 func less(a, b *nodediagv1.Finding) bool {
-	if a.Consequence != b.Consequence {
-		return !a.Consequence
-	}
 	if sa, sb := severityRank[a.Severity], severityRank[b.Severity]; sa != sb {
 		return sa > sb
 	}

@@ -274,6 +274,16 @@ func (in *Input) OS() *nodediagv1.OSInfo {
 
 // Finding builds a finding of p with its templates filled from params.
 func (p *Problem) Finding(params Params, quotes ...*nodediagv1.Quote) *nodediagv1.Finding {
+	if len(p.Defaults) > 0 {
+		merged := Params{}
+		for k, v := range p.Defaults {
+			merged[k] = v
+		}
+		for k, v := range params {
+			merged[k] = v
+		}
+		params = merged
+	}
 	f := &nodediagv1.Finding{
 		Id:          p.ID,
 		Category:    p.Category,

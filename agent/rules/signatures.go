@@ -185,10 +185,14 @@ func matchSignatures(in *Input, sigs []*Signature) []*nodediagv1.Finding {
 			if s == nil {
 				continue
 			}
-			if _, ok := byID[s.ID]; !ok {
-				order = append(order, s.ID)
+			id := s.ID
+			if id == KubeadmFailed.ID {
+				id = kubeadmFailure(in)
 			}
-			byID[s.ID] = append(byID[s.ID], sigMatch{s, src, l})
+			if _, ok := byID[id]; !ok {
+				order = append(order, id)
+			}
+			byID[id] = append(byID[id], sigMatch{s, src, l})
 		}
 	}
 	var out []*nodediagv1.Finding
@@ -220,6 +224,11 @@ func persisting(ms []sigMatch) []sigMatch {
 }
 
 func spans(ms []sigMatch, d time.Duration) bool {
+	return span(ms) >= d && d > 0
+}
+
+// span is the time between the first and the last timed match.
+func span(ms []sigMatch) time.Duration {
 	var first, last time.Time
 	for _, m := range ms {
 		if m.line.GetTime() == nil {
@@ -233,7 +242,10 @@ func spans(ms []sigMatch, d time.Duration) bool {
 			last = t
 		}
 	}
-	return !first.IsZero() && last.Sub(first) >= d
+	if first.IsZero() {
+		return 0
+	}
+	return last.Sub(first)
 }
 
 // maxQuotes is how many matching lines a signature finding quotes: the first
@@ -255,6 +267,9 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 		if _, set := params["detail"]; !set {
 			params["detail"] = clipDetail(sub[0])
 		}
+	}
+	if d := span(ms); d >= time.Second {
+		params["duration"] = humanDuration(d)
 	}
 	var quotes []*nodediagv1.Quote
 	picks := []int{0}

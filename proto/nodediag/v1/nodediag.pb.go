@@ -347,9 +347,10 @@ type ProbeStatus struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// "ok", "skipped" (not applicable to this host) or "error" (the probe
 	// itself could not do its job; problems on the node are findings).
-	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	DurationMs    int64  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Error  string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// A JSON number (int32): the JSON contract shows durations as numbers.
+	DurationMs    int32 `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -405,7 +406,7 @@ func (x *ProbeStatus) GetError() string {
 	return ""
 }
 
-func (x *ProbeStatus) GetDurationMs() int64 {
+func (x *ProbeStatus) GetDurationMs() int32 {
 	if x != nil {
 		return x.DurationMs
 	}
@@ -686,9 +687,10 @@ type ProbeEvidence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// As ProbeStatus.status.
-	Status     string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	Error      string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	DurationMs int64  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Error  string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// A JSON number (int32): the JSON contract shows durations as numbers.
+	DurationMs int32 `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// Things the probe tried to read and could not, while it reported the rest.
 	Unreadable []*Unreadable `protobuf:"bytes,5,rep,name=unreadable,proto3" json:"unreadable,omitempty"`
 	// Types that are valid to be assigned to Data:
@@ -759,7 +761,7 @@ func (x *ProbeEvidence) GetError() string {
 	return ""
 }
 
-func (x *ProbeEvidence) GetDurationMs() int64 {
+func (x *ProbeEvidence) GetDurationMs() int32 {
 	if x != nil {
 		return x.DurationMs
 	}
@@ -1065,6 +1067,12 @@ type KubeletConfig struct {
 	// (10-kubeadm.conf reading /etc/default/kubelet, /etc/sysconfig/kubelet and
 	// /var/lib/kubelet/kubeadm-flags.env) was assumed.
 	AssumedWiring bool `protobuf:"varint,6,opt,name=assumed_wiring,json=assumedWiring,proto3" json:"assumed_wiring,omitempty"`
+	// The program the effective ExecStart runs ("/usr/bin/kubelet"), with
+	// systemd's prefixes ("-", "@", "+", "!") removed.
+	ExecPath string `protobuf:"bytes,7,opt,name=exec_path,json=execPath,proto3" json:"exec_path,omitempty"`
+	// True when kubelet.service is masked (its unit file is a symlink to
+	// /dev/null or empty): systemd does not start it, whatever its files say.
+	Masked        bool `protobuf:"varint,8,opt,name=masked,proto3" json:"masked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1141,12 +1149,29 @@ func (x *KubeletConfig) GetAssumedWiring() bool {
 	return false
 }
 
+func (x *KubeletConfig) GetExecPath() string {
+	if x != nil {
+		return x.ExecPath
+	}
+	return ""
+}
+
+func (x *KubeletConfig) GetMasked() bool {
+	if x != nil {
+		return x.Masked
+	}
+	return false
+}
+
 type EnvFile struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Present bool                   `protobuf:"varint,2,opt,name=present,proto3" json:"present,omitempty"`
 	// EnvironmentFile=-path: a missing file is not an error for systemd.
-	Optional      bool `protobuf:"varint,3,opt,name=optional,proto3" json:"optional,omitempty"`
+	Optional bool `protobuf:"varint,3,opt,name=optional,proto3" json:"optional,omitempty"`
+	// Why the file could not be read when it exists but is unreadable (a
+	// directory, a FIFO, permission denied); empty otherwise.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1202,6 +1227,13 @@ func (x *EnvFile) GetOptional() bool {
 	return false
 }
 
+func (x *EnvFile) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type KubeletFlag struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Without leading dashes: "pod-infra-container-image".
@@ -1213,9 +1245,13 @@ type KubeletFlag struct {
 	Variable string `protobuf:"bytes,4,opt,name=variable,proto3" json:"variable,omitempty"`
 	// True when the flag reaches the kubelet's command line; false when it sits
 	// in a file or variable that the unit does not use.
-	Active        bool `protobuf:"varint,5,opt,name=active,proto3" json:"active,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Active bool `protobuf:"varint,5,opt,name=active,proto3" json:"active,omitempty"`
+	// Why an inactive flag does not reach the command line ("/etc/default/kubelet
+	// is not an EnvironmentFile of kubelet.service", "ExecStart does not use
+	// $KUBELET_EXTRA_ARGS", ...); empty for active flags.
+	InactiveReason string `protobuf:"bytes,6,opt,name=inactive_reason,json=inactiveReason,proto3" json:"inactive_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *KubeletFlag) Reset() {
@@ -1283,6 +1319,13 @@ func (x *KubeletFlag) GetActive() bool {
 	return false
 }
 
+func (x *KubeletFlag) GetInactiveReason() string {
+	if x != nil {
+		return x.InactiveReason
+	}
+	return ""
+}
+
 type KubeletConfigFile struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1302,8 +1345,10 @@ type KubeletConfigFile struct {
 	// The line of the file that set cgroupDriver, for quoting.
 	CgroupDriverLine *SourceLine `protobuf:"bytes,13,opt,name=cgroup_driver_line,json=cgroupDriverLine,proto3" json:"cgroup_driver_line,omitempty"`
 	FailSwapOnLine   *SourceLine `protobuf:"bytes,14,opt,name=fail_swap_on_line,json=failSwapOnLine,proto3" json:"fail_swap_on_line,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The line parse_error points at, when the parser names one.
+	ParseErrorLine *SourceLine `protobuf:"bytes,15,opt,name=parse_error_line,json=parseErrorLine,proto3" json:"parse_error_line,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *KubeletConfigFile) Reset() {
@@ -1434,6 +1479,13 @@ func (x *KubeletConfigFile) GetFailSwapOnLine() *SourceLine {
 	return nil
 }
 
+func (x *KubeletConfigFile) GetParseErrorLine() *SourceLine {
+	if x != nil {
+		return x.ParseErrorLine
+	}
+	return nil
+}
+
 type Binaries struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Binaries      []*Binary              `protobuf:"bytes,1,rep,name=binaries,proto3" json:"binaries,omitempty"`
@@ -1490,11 +1542,21 @@ type Binary struct {
 	Command string `protobuf:"bytes,4,opt,name=command,proto3" json:"command,omitempty"`
 	Output  string `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
 	Error   string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	// True for the copy the kubelet unit executes (kubelet only), or the first
-	// one in PATH order for the others.
+	// True for the first copy in PATH order (/usr/local/sbin, /usr/local/bin,
+	// /usr/sbin, /usr/bin, /sbin, /bin, /opt/bin): the one a bare name runs.
+	// The probe does not read the kubelet unit: for the kubelet, the copy that
+	// runs is the one at KubeletConfig.exec_path (path, aliases or
+	// resolved_path), and effective only when the unit is unknown.
 	Effective bool `protobuf:"varint,7,opt,name=effective,proto3" json:"effective,omitempty"`
 	// How the version was learnt: "exec" or "buildinfo".
-	Method        string `protobuf:"bytes,8,opt,name=method,proto3" json:"method,omitempty"`
+	Method string `protobuf:"bytes,8,opt,name=method,proto3" json:"method,omitempty"`
+	// Other host paths of the search that are this same file (a /bin/kubelet
+	// that is /usr/bin/kubelet through the merged-/usr /bin symlink, a
+	// /usr/local/bin/kubelet symlink to /usr/bin/kubelet).
+	Aliases []string `protobuf:"bytes,9,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// Where path leads once its symlinks are followed, when that differs
+	// from path.
+	ResolvedPath  string `protobuf:"bytes,10,opt,name=resolved_path,json=resolvedPath,proto3" json:"resolved_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1581,6 +1643,20 @@ func (x *Binary) GetEffective() bool {
 func (x *Binary) GetMethod() string {
 	if x != nil {
 		return x.Method
+	}
+	return ""
+}
+
+func (x *Binary) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *Binary) GetResolvedPath() string {
+	if x != nil {
+		return x.ResolvedPath
 	}
 	return ""
 }
@@ -1770,8 +1846,11 @@ type KubeadmConfigFile struct {
 	// JoinConfiguration discovery API server endpoint.
 	JoinApiServerEndpoint string `protobuf:"bytes,7,opt,name=join_api_server_endpoint,json=joinApiServerEndpoint,proto3" json:"join_api_server_endpoint,omitempty"`
 	ParseError            string `protobuf:"bytes,8,opt,name=parse_error,json=parseError,proto3" json:"parse_error,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// True when a JoinConfiguration sets controlPlane (the node joins as a
+	// control plane node).
+	JoinControlPlane bool `protobuf:"varint,9,opt,name=join_control_plane,json=joinControlPlane,proto3" json:"join_control_plane,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *KubeadmConfigFile) Reset() {
@@ -1858,6 +1937,13 @@ func (x *KubeadmConfigFile) GetParseError() string {
 		return x.ParseError
 	}
 	return ""
+}
+
+func (x *KubeadmConfigFile) GetJoinControlPlane() bool {
+	if x != nil {
+		return x.JoinControlPlane
+	}
+	return false
 }
 
 type KubeconfigFile struct {
@@ -1959,8 +2045,24 @@ type CloudInit struct {
 	DisabledBy    string                 `protobuf:"bytes,11,opt,name=disabled_by,json=disabledBy,proto3" json:"disabled_by,omitempty"`
 	LastUpdate    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_update,json=lastUpdate,proto3" json:"last_update,omitempty"`
 	ResultPresent bool                   `protobuf:"varint,13,opt,name=result_present,json=resultPresent,proto3" json:"result_present,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Host path status.json was read from: "/run/cloud-init/status.json" (this
+	// boot: /run is a tmpfs) or the fallback "/var/lib/cloud/data/status.json"
+	// (may be from an earlier boot); empty when neither exists.
+	StatusJsonPath string `protobuf:"bytes,14,opt,name=status_json_path,json=statusJsonPath,proto3" json:"status_json_path,omitempty"`
+	// Host path result.json was read from, as status_json_path.
+	ResultJsonPath string `protobuf:"bytes,15,opt,name=result_json_path,json=resultJsonPath,proto3" json:"result_json_path,omitempty"`
+	// /run/cluster-api exists: CAPI's kubeadm bootstrap creates it in this
+	// boot (write_files of /run/cluster-api/placeholder) before runcmd runs.
+	ClusterApiDirPresent bool `protobuf:"varint,16,opt,name=cluster_api_dir_present,json=clusterApiDirPresent,proto3" json:"cluster_api_dir_present,omitempty"`
+	// When cloud-init ran the per-instance scripts_user module (the runcmd
+	// script that carries CAPI's kubeadm command and its sentinel), from the
+	// semaphore /var/lib/cloud/instance/sem/config_scripts_user ("<pid>:
+	// <epoch>", or its mtime). Unset when the module never ran for this
+	// instance. A time before this boot's cloud-init stages means the
+	// bootstrap ran in an earlier boot.
+	ScriptsUserRan *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=scripts_user_ran,json=scriptsUserRan,proto3" json:"scripts_user_ran,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CloudInit) Reset() {
@@ -2082,6 +2184,34 @@ func (x *CloudInit) GetResultPresent() bool {
 		return x.ResultPresent
 	}
 	return false
+}
+
+func (x *CloudInit) GetStatusJsonPath() string {
+	if x != nil {
+		return x.StatusJsonPath
+	}
+	return ""
+}
+
+func (x *CloudInit) GetResultJsonPath() string {
+	if x != nil {
+		return x.ResultJsonPath
+	}
+	return ""
+}
+
+func (x *CloudInit) GetClusterApiDirPresent() bool {
+	if x != nil {
+		return x.ClusterApiDirPresent
+	}
+	return false
+}
+
+func (x *CloudInit) GetScriptsUserRan() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScriptsUserRan
+	}
+	return nil
 }
 
 type CloudInitStage struct {
@@ -2212,16 +2342,21 @@ type LogExcerpt struct {
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// What wrote it: "cloud-init-output", "cloud-init", "kubelet", "containerd",
 	// "kubeadm", "syslog".
-	Kind       string     `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Lines      []*LogLine `protobuf:"bytes,3,rep,name=lines,proto3" json:"lines,omitempty"`
-	TotalLines int64      `protobuf:"varint,4,opt,name=total_lines,json=totalLines,proto3" json:"total_lines,omitempty"`
-	SizeBytes  int64      `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Kind  string     `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Lines []*LogLine `protobuf:"bytes,3,rep,name=lines,proto3" json:"lines,omitempty"`
+	// Lines of the file. When truncated, only the lines that were read (the
+	// head's and the tail's): a lower bound.
+	TotalLines int64 `protobuf:"varint,4,opt,name=total_lines,json=totalLines,proto3" json:"total_lines,omitempty"`
+	SizeBytes  int64 `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// True when the file was larger than the read limit and its middle was not read.
 	Truncated bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// Lines dropped because the per-source cap was reached.
-	DroppedLines  int64                  `protobuf:"varint,7,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
-	FirstTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=first_time,json=firstTime,proto3" json:"first_time,omitempty"`
-	LastTime      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_time,json=lastTime,proto3" json:"last_time,omitempty"`
+	DroppedLines int64 `protobuf:"varint,7,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
+	// Own timestamps of the first and the last line (in file order) that has one.
+	FirstTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=first_time,json=firstTime,proto3" json:"first_time,omitempty"`
+	LastTime  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_time,json=lastTime,proto3" json:"last_time,omitempty"`
+	// Bytes in the middle of a truncated file that were not read.
+	SkippedBytes  int64 `protobuf:"varint,10,opt,name=skipped_bytes,json=skippedBytes,proto3" json:"skipped_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2319,16 +2454,33 @@ func (x *LogExcerpt) GetLastTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *LogExcerpt) GetSkippedBytes() int64 {
+	if x != nil {
+		return x.SkippedBytes
+	}
+	return 0
+}
+
 type LogLine struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	N     int32                  `protobuf:"varint,1,opt,name=n,proto3" json:"n,omitempty"`
-	Text  string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	Time  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// Line number in the file, 1-based. 0 when unknown: the lines read from
+	// the tail of a truncated file come after a middle that was not read (and
+	// whose lines were not counted, which would mean reading it); those lines
+	// carry n_from_end instead.
+	N int32 `protobuf:"varint,1,opt,name=n,proto3" json:"n,omitempty"`
+	// The line verbatim, without its line ending; invalid UTF-8 replaced by
+	// U+FFFD; a line longer than 4096 bytes is clipped and ends with
+	// " …[N more bytes]".
+	Text string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
 	// True when the line has no timestamp of its own and time is the one of an
 	// earlier line.
 	TimeInferred bool `protobuf:"varint,4,opt,name=time_inferred,json=timeInferred,proto3" json:"time_inferred,omitempty"`
 	// The program that wrote the line, for syslog-style files ("kubelet").
-	Program       string `protobuf:"bytes,5,opt,name=program,proto3" json:"program,omitempty"`
+	Program string `protobuf:"bytes,5,opt,name=program,proto3" json:"program,omitempty"`
+	// Position counted from the end of the file (1 = the last line), set when
+	// n is 0 because the file was truncated.
+	NFromEnd      int32 `protobuf:"varint,6,opt,name=n_from_end,json=nFromEnd,proto3" json:"n_from_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2396,6 +2548,13 @@ func (x *LogLine) GetProgram() string {
 		return x.Program
 	}
 	return ""
+}
+
+func (x *LogLine) GetNFromEnd() int32 {
+	if x != nil {
+		return x.NFromEnd
+	}
+	return 0
 }
 
 type Filesystems struct {
@@ -2632,12 +2791,15 @@ func (x *Swap) GetText() string {
 }
 
 type SwapDevice struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Filename      string                 `protobuf:"bytes,1,opt,name=filename,proto3" json:"filename,omitempty"`
-	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	SizeKib       uint64                 `protobuf:"varint,3,opt,name=size_kib,json=sizeKib,proto3" json:"size_kib,omitempty"`
-	UsedKib       uint64                 `protobuf:"varint,4,opt,name=used_kib,json=usedKib,proto3" json:"used_kib,omitempty"`
-	Line          *SourceLine            `protobuf:"bytes,5,opt,name=line,proto3" json:"line,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Filename string                 `protobuf:"bytes,1,opt,name=filename,proto3" json:"filename,omitempty"`
+	Type     string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	SizeKib  uint64                 `protobuf:"varint,3,opt,name=size_kib,json=sizeKib,proto3" json:"size_kib,omitempty"`
+	UsedKib  uint64                 `protobuf:"varint,4,opt,name=used_kib,json=usedKib,proto3" json:"used_kib,omitempty"`
+	Line     *SourceLine            `protobuf:"bytes,5,opt,name=line,proto3" json:"line,omitempty"`
+	// Priority column of /proc/swaps (higher is used first; negative when
+	// the kernel chose it).
+	Priority      int32 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2707,6 +2869,13 @@ func (x *SwapDevice) GetLine() *SourceLine {
 	return nil
 }
 
+func (x *SwapDevice) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
 type Certificates struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Certificates  []*Certificate         `protobuf:"bytes,1,rep,name=certificates,proto3" json:"certificates,omitempty"`
@@ -2762,7 +2931,11 @@ type Certificate struct {
 	NotAfter  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
 	IsCa      bool                   `protobuf:"varint,7,opt,name=is_ca,json=isCa,proto3" json:"is_ca,omitempty"`
 	// For kubeconfigs with embedded client-certificate-data.
-	EmbeddedIn    string `protobuf:"bytes,8,opt,name=embedded_in,json=embeddedIn,proto3" json:"embedded_in,omitempty"`
+	EmbeddedIn string `protobuf:"bytes,8,opt,name=embedded_in,json=embeddedIn,proto3" json:"embedded_in,omitempty"`
+	// The host path the file resolves to when path is a symlink
+	// (kubelet-client-current.pem -> kubelet-client-2024-05-01-12-00-00.pem);
+	// empty otherwise.
+	ResolvedPath  string `protobuf:"bytes,9,opt,name=resolved_path,json=resolvedPath,proto3" json:"resolved_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2853,14 +3026,24 @@ func (x *Certificate) GetEmbeddedIn() string {
 	return ""
 }
 
+func (x *Certificate) GetResolvedPath() string {
+	if x != nil {
+		return x.ResolvedPath
+	}
+	return ""
+}
+
 type CNI struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConfDir        string                 `protobuf:"bytes,1,opt,name=conf_dir,json=confDir,proto3" json:"conf_dir,omitempty"`
 	ConfDirPresent bool                   `protobuf:"varint,2,opt,name=conf_dir_present,json=confDirPresent,proto3" json:"conf_dir_present,omitempty"`
 	Configs        []*CNIConfig           `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty"`
 	// Plugin binaries found in /opt/cni/bin.
-	Plugins       []string `protobuf:"bytes,4,rep,name=plugins,proto3" json:"plugins,omitempty"`
-	BinDir        string   `protobuf:"bytes,5,opt,name=bin_dir,json=binDir,proto3" json:"bin_dir,omitempty"`
+	Plugins []string `protobuf:"bytes,4,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	BinDir  string   `protobuf:"bytes,5,opt,name=bin_dir,json=binDir,proto3" json:"bin_dir,omitempty"`
+	// True when bin_dir exists and was listed: plugins is then the complete
+	// list. False when it is absent or could not be read.
+	BinDirPresent bool `protobuf:"varint,6,opt,name=bin_dir_present,json=binDirPresent,proto3" json:"bin_dir_present,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2928,6 +3111,13 @@ func (x *CNI) GetBinDir() string {
 		return x.BinDir
 	}
 	return ""
+}
+
+func (x *CNI) GetBinDirPresent() bool {
+	if x != nil {
+		return x.BinDirPresent
+	}
+	return false
 }
 
 type CNIConfig struct {
@@ -3378,7 +3568,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
-	"\vduration_ms\x18\x04 \x01(\x03R\n" +
+	"\vduration_ms\x18\x04 \x01(\x05R\n" +
 	"durationMs\"\xb6\x02\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -3409,7 +3599,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
-	"\vduration_ms\x18\x04 \x01(\x03R\n" +
+	"\vduration_ms\x18\x04 \x01(\x05R\n" +
 	"durationMs\x127\n" +
 	"\n" +
 	"unreadable\x18\x05 \x03(\v2\x17.nodediag.v1.UnreadableR\n" +
@@ -3435,7 +3625,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"SourceLine\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\xa8\x02\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\xdd\x02\n" +
 	"\rKubeletConfig\x12\x1d\n" +
 	"\n" +
 	"unit_files\x18\x01 \x03(\tR\tunitFiles\x126\n" +
@@ -3444,17 +3634,21 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\tenv_files\x18\x03 \x03(\v2\x14.nodediag.v1.EnvFileR\benvFiles\x12.\n" +
 	"\x05flags\x18\x04 \x03(\v2\x18.nodediag.v1.KubeletFlagR\x05flags\x126\n" +
 	"\x06config\x18\x05 \x01(\v2\x1e.nodediag.v1.KubeletConfigFileR\x06config\x12%\n" +
-	"\x0eassumed_wiring\x18\x06 \x01(\bR\rassumedWiring\"S\n" +
+	"\x0eassumed_wiring\x18\x06 \x01(\bR\rassumedWiring\x12\x1b\n" +
+	"\texec_path\x18\a \x01(\tR\bexecPath\x12\x16\n" +
+	"\x06masked\x18\b \x01(\bR\x06masked\"i\n" +
 	"\aEnvFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\apresent\x18\x02 \x01(\bR\apresent\x12\x1a\n" +
-	"\boptional\x18\x03 \x01(\bR\boptional\"\x9c\x01\n" +
+	"\boptional\x18\x03 \x01(\bR\boptional\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xc5\x01\n" +
 	"\vKubeletFlag\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12/\n" +
 	"\x06source\x18\x03 \x01(\v2\x17.nodediag.v1.SourceLineR\x06source\x12\x1a\n" +
 	"\bvariable\x18\x04 \x01(\tR\bvariable\x12\x16\n" +
-	"\x06active\x18\x05 \x01(\bR\x06active\"\xc8\x05\n" +
+	"\x06active\x18\x05 \x01(\bR\x06active\x12'\n" +
+	"\x0finactive_reason\x18\x06 \x01(\tR\x0einactiveReason\"\x8b\x06\n" +
 	"\x11KubeletConfigFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\apresent\x18\x02 \x01(\bR\apresent\x12\x1f\n" +
@@ -3473,13 +3667,14 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\reviction_hard\x18\v \x03(\v20.nodediag.v1.KubeletConfigFile.EvictionHardEntryR\fevictionHard\x12#\n" +
 	"\rswap_behavior\x18\f \x01(\tR\fswapBehavior\x12E\n" +
 	"\x12cgroup_driver_line\x18\r \x01(\v2\x17.nodediag.v1.SourceLineR\x10cgroupDriverLine\x12B\n" +
-	"\x11fail_swap_on_line\x18\x0e \x01(\v2\x17.nodediag.v1.SourceLineR\x0efailSwapOnLine\x1a?\n" +
+	"\x11fail_swap_on_line\x18\x0e \x01(\v2\x17.nodediag.v1.SourceLineR\x0efailSwapOnLine\x12A\n" +
+	"\x10parse_error_line\x18\x0f \x01(\v2\x17.nodediag.v1.SourceLineR\x0eparseErrorLine\x1a?\n" +
 	"\x11EvictionHardEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
 	"\r_fail_swap_on\";\n" +
 	"\bBinaries\x12/\n" +
-	"\bbinaries\x18\x01 \x03(\v2\x13.nodediag.v1.BinaryR\bbinaries\"\xc8\x01\n" +
+	"\bbinaries\x18\x01 \x03(\v2\x13.nodediag.v1.BinaryR\bbinaries\"\x87\x02\n" +
 	"\x06Binary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -3488,7 +3683,10 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06output\x18\x05 \x01(\tR\x06output\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1c\n" +
 	"\teffective\x18\a \x01(\bR\teffective\x12\x16\n" +
-	"\x06method\x18\b \x01(\tR\x06method\"\xcb\x03\n" +
+	"\x06method\x18\b \x01(\tR\x06method\x12\x18\n" +
+	"\aaliases\x18\t \x03(\tR\aaliases\x12#\n" +
+	"\rresolved_path\x18\n" +
+	" \x01(\tR\fresolvedPath\"\xcb\x03\n" +
 	"\aKubeadm\x127\n" +
 	"\vstatic_pods\x18\x01 \x03(\v2\x16.nodediag.v1.StaticPodR\n" +
 	"staticPods\x12A\n" +
@@ -3505,7 +3703,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\n" +
 	"image_line\x18\x04 \x01(\v2\x17.nodediag.v1.SourceLineR\timageLine\x12\x1f\n" +
 	"\vparse_error\x18\x05 \x01(\tR\n" +
-	"parseError\"\xf8\x02\n" +
+	"parseError\"\xa6\x03\n" +
 	"\x11KubeadmConfigFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05kinds\x18\x02 \x03(\tR\x05kinds\x12-\n" +
@@ -3515,7 +3713,8 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x16control_plane_endpoint\x18\x06 \x01(\tR\x14controlPlaneEndpoint\x127\n" +
 	"\x18join_api_server_endpoint\x18\a \x01(\tR\x15joinApiServerEndpoint\x12\x1f\n" +
 	"\vparse_error\x18\b \x01(\tR\n" +
-	"parseError\"\xb1\x01\n" +
+	"parseError\x12,\n" +
+	"\x12join_control_plane\x18\t \x01(\bR\x10joinControlPlane\"\xb1\x01\n" +
 	"\x0eKubeconfigFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\apresent\x18\x02 \x01(\bR\apresent\x12\x16\n" +
@@ -3523,7 +3722,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\vserver_line\x18\x04 \x01(\v2\x17.nodediag.v1.SourceLineR\n" +
 	"serverLine\x12\x1f\n" +
 	"\vparse_error\x18\x05 \x01(\tR\n" +
-	"parseError\"\x82\x04\n" +
+	"parseError\"\xd3\x05\n" +
 	"\tCloudInit\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x1e\n" +
 	"\n" +
@@ -3542,7 +3741,11 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"disabledBy\x12;\n" +
 	"\vlast_update\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastUpdate\x12%\n" +
-	"\x0eresult_present\x18\r \x01(\bR\rresultPresent\"\xd5\x01\n" +
+	"\x0eresult_present\x18\r \x01(\bR\rresultPresent\x12(\n" +
+	"\x10status_json_path\x18\x0e \x01(\tR\x0estatusJsonPath\x12(\n" +
+	"\x10result_json_path\x18\x0f \x01(\tR\x0eresultJsonPath\x125\n" +
+	"\x17cluster_api_dir_present\x18\x10 \x01(\bR\x14clusterApiDirPresent\x12D\n" +
+	"\x10scripts_user_ran\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x0escriptsUserRan\"\xd5\x01\n" +
 	"\x0eCloudInitStage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x05start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x126\n" +
@@ -3550,7 +3753,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x03(\tR\x06errors\x12-\n" +
 	"\x12recoverable_errors\x18\x05 \x03(\tR\x11recoverableErrors\"9\n" +
 	"\x04Logs\x121\n" +
-	"\asources\x18\x01 \x03(\v2\x17.nodediag.v1.LogExcerptR\asources\"\xdb\x02\n" +
+	"\asources\x18\x01 \x03(\v2\x17.nodediag.v1.LogExcerptR\asources\"\x80\x03\n" +
 	"\n" +
 	"LogExcerpt\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
@@ -3564,13 +3767,17 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\rdropped_lines\x18\a \x01(\x03R\fdroppedLines\x129\n" +
 	"\n" +
 	"first_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tfirstTime\x127\n" +
-	"\tlast_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\"\x9a\x01\n" +
+	"\tlast_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\x12#\n" +
+	"\rskipped_bytes\x18\n" +
+	" \x01(\x03R\fskippedBytes\"\xb8\x01\n" +
 	"\aLogLine\x12\f\n" +
 	"\x01n\x18\x01 \x01(\x05R\x01n\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
 	"\rtime_inferred\x18\x04 \x01(\bR\ftimeInferred\x12\x18\n" +
-	"\aprogram\x18\x05 \x01(\tR\aprogram\"H\n" +
+	"\aprogram\x18\x05 \x01(\tR\aprogram\x12\x1c\n" +
+	"\n" +
+	"n_from_end\x18\x06 \x01(\x05R\bnFromEnd\"H\n" +
 	"\vFilesystems\x129\n" +
 	"\vfilesystems\x18\x01 \x03(\v2\x17.nodediag.v1.FilesystemR\vfilesystems\"\xfb\x02\n" +
 	"\n" +
@@ -3595,16 +3802,17 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06method\x18\f \x01(\tR\x06method\"M\n" +
 	"\x04Swap\x121\n" +
 	"\adevices\x18\x01 \x03(\v2\x17.nodediag.v1.SwapDeviceR\adevices\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x9f\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xbb\x01\n" +
 	"\n" +
 	"SwapDevice\x12\x1a\n" +
 	"\bfilename\x18\x01 \x01(\tR\bfilename\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
 	"\bsize_kib\x18\x03 \x01(\x04R\asizeKib\x12\x19\n" +
 	"\bused_kib\x18\x04 \x01(\x04R\ausedKib\x12+\n" +
-	"\x04line\x18\x05 \x01(\v2\x17.nodediag.v1.SourceLineR\x04line\"L\n" +
+	"\x04line\x18\x05 \x01(\v2\x17.nodediag.v1.SourceLineR\x04line\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\x05R\bpriority\"L\n" +
 	"\fCertificates\x12<\n" +
-	"\fcertificates\x18\x01 \x03(\v2\x18.nodediag.v1.CertificateR\fcertificates\"\x93\x02\n" +
+	"\fcertificates\x18\x01 \x03(\v2\x18.nodediag.v1.CertificateR\fcertificates\"\xb8\x02\n" +
 	"\vCertificate\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -3615,13 +3823,15 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\tnot_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x12\x13\n" +
 	"\x05is_ca\x18\a \x01(\bR\x04isCa\x12\x1f\n" +
 	"\vembedded_in\x18\b \x01(\tR\n" +
-	"embeddedIn\"\xaf\x01\n" +
+	"embeddedIn\x12#\n" +
+	"\rresolved_path\x18\t \x01(\tR\fresolvedPath\"\xd7\x01\n" +
 	"\x03CNI\x12\x19\n" +
 	"\bconf_dir\x18\x01 \x01(\tR\aconfDir\x12(\n" +
 	"\x10conf_dir_present\x18\x02 \x01(\bR\x0econfDirPresent\x120\n" +
 	"\aconfigs\x18\x03 \x03(\v2\x16.nodediag.v1.CNIConfigR\aconfigs\x12\x18\n" +
 	"\aplugins\x18\x04 \x03(\tR\aplugins\x12\x17\n" +
-	"\abin_dir\x18\x05 \x01(\tR\x06binDir\"\x8b\x01\n" +
+	"\abin_dir\x18\x05 \x01(\tR\x06binDir\x12&\n" +
+	"\x0fbin_dir_present\x18\x06 \x01(\bR\rbinDirPresent\"\x8b\x01\n" +
 	"\tCNIConfig\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
@@ -3747,43 +3957,45 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	39, // 30: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
 	10, // 31: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
 	10, // 32: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
-	16, // 33: nodediag.v1.Binaries.binaries:type_name -> nodediag.v1.Binary
-	18, // 34: nodediag.v1.Kubeadm.static_pods:type_name -> nodediag.v1.StaticPod
-	19, // 35: nodediag.v1.Kubeadm.config_files:type_name -> nodediag.v1.KubeadmConfigFile
-	20, // 36: nodediag.v1.Kubeadm.kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
-	20, // 37: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
-	10, // 38: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
-	10, // 39: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
-	10, // 40: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
-	10, // 41: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
-	22, // 42: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	40, // 43: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	40, // 44: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	40, // 45: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
-	24, // 46: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
-	25, // 47: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	40, // 48: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	40, // 49: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	40, // 50: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	27, // 51: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
-	29, // 52: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
-	10, // 53: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
-	31, // 54: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	40, // 55: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	40, // 56: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	33, // 57: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	40, // 58: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
-	36, // 59: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,  // 60: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	1,  // 61: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	38, // 62: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	35, // 63: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	37, // 64: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	64, // [64:65] is the sub-list for method output_type
-	63, // [63:64] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	10, // 33: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
+	16, // 34: nodediag.v1.Binaries.binaries:type_name -> nodediag.v1.Binary
+	18, // 35: nodediag.v1.Kubeadm.static_pods:type_name -> nodediag.v1.StaticPod
+	19, // 36: nodediag.v1.Kubeadm.config_files:type_name -> nodediag.v1.KubeadmConfigFile
+	20, // 37: nodediag.v1.Kubeadm.kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
+	20, // 38: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
+	10, // 39: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
+	10, // 40: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
+	10, // 41: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
+	10, // 42: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
+	22, // 43: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
+	40, // 44: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	40, // 45: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	40, // 46: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	40, // 47: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	24, // 48: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
+	25, // 49: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
+	40, // 50: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	40, // 51: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	40, // 52: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	27, // 53: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
+	29, // 54: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
+	10, // 55: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
+	31, // 56: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
+	40, // 57: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	40, // 58: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	33, // 59: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
+	40, // 60: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	36, // 61: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,  // 62: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	1,  // 63: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	38, // 64: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	35, // 65: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	37, // 66: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	66, // [66:67] is the sub-list for method output_type
+	65, // [65:66] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }

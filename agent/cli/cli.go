@@ -1,0 +1,247 @@
+// Package cli is the command line of nodediag-agent: flag parsing, the
+// pipeline of a check (host → probes → rules → report), output and exit codes.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nodediag/nodediag/agent/host"
+	"github.com/nodediag/nodediag/agent/probe"
+	"github.com/nodediag/nodediag/agent/probes"
+	"github.com/nodediag/nodediag/agent/report"
+	"github.com/nodediag/nodediag/agent/rules"
+	"github.com/nodediag/nodediag/internal/version"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// Exit codes of docs/CONTRACTS.md.
+const (
+	ExitOK       = 0 // no finding at error or above
+	ExitFindings = 1 // at least one finding at error or above
+	ExitUsage    = 2 // the agent itself could not run
+)
+
+const usage = `nodediag-agent: names the most likely root cause of a broken Kubernetes node, with the evidence.
+
+Usage:
+  nodediag-agent check [flags]     read the host (read-only), print findings
+  nodediag-agent version           print the version
+
+Run "nodediag-agent check -h" for the flags of check.
+Exit codes: 0 no finding at error or above, 1 findings at error or above, 2 the agent could not run.
+`
+
+// Run runs the agent with args (without the program name) and returns the
+// process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "check":
+		return runCheck(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		v := version.Get()
+		fmt.Fprintf(stdout, "nodediag-agent %s\n", v)
+		return ExitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stderr, "nodediag-agent: unknown command %q\n\n%s", args[0], usage)
+		return ExitUsage
+	}
+}
+
+// listFlag is a repeatable, comma-separable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+type checkOptions struct {
+	root, output, since, now, expect, exec, nodeName, rulesDir string
+	timeout                                                    time.Duration
+	only, skip                                                 listFlag
+}
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o checkOptions
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.root, "root", "/", "the host's root as this process sees it (/ on a VM, /host in the DaemonSet, a directory)")
+	fs.StringVar(&o.output, "output", "text", "text, json or compact (at most 4096 bytes, for az vm run-command)")
+	fs.StringVar(&o.since, "since", "", "judge log lines from this DURATION before the evidence's clock (2h) or this TIME (RFC3339); default: the last boot")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "bound on the whole check")
+	fs.StringVar(&o.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
+	fs.StringVar(&o.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything; for copies of hosts)")
+	fs.StringVar(&o.now, "now", "", "judge as of this TIME (RFC3339) instead of the evidence's clock")
+	fs.StringVar(&o.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name)")
+	fs.StringVar(&o.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")
+	fs.Var(&o.only, "probe", "run only these probes (repeatable, comma-separated)")
+	fs.Var(&o.skip, "skip", "skip these probes (repeatable, comma-separated)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "nodediag-agent check: unexpected arguments %q\n", fs.Args())
+		return ExitUsage
+	}
+	r, err := check(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "nodediag-agent check: %v\n", err)
+		return ExitUsage
+	}
+	switch o.output {
+	case "json":
+		err = report.WriteJSON(stdout, r)
+	case "compact":
+		err = report.WriteCompact(stdout, r)
+	default:
+		err = report.WriteText(stdout, r)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodediag-agent check: %v\n", err)
+		return ExitUsage
+	}
+	return report.ExitCode(r)
+}
+
+// check runs the pipeline and returns the redacted report.
+func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
+	switch o.output {
+	case "text", "json", "compact":
+	default:
+		return nil, fmt.Errorf("--output %q: want text, json or compact", o.output)
+	}
+	var runner host.Runner
+	switch o.exec {
+	case "local":
+		runner = host.Local{}
+	case "none":
+		runner = host.NoExec{}
+	default:
+		return nil, fmt.Errorf("--exec %q: want local or none", o.exec)
+	}
+	rctx, err := ruleContext(o)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := selectProbes(probes.All(), o.only, o.skip)
+	if err != nil {
+		return nil, err
+	}
+	engine, err := newEngine(o.rulesDir)
+	if err != nil {
+		return nil, err
+	}
+	h, err := host.New(o.root, runner)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	ev := probe.RunAll(ctx, h, ps)
+	// The root as the operator named it: reports are compared across
+	// machines, and the process's absolute path says nothing about the node.
+	ev.Host.Root = o.root
+	res := engine.Analyze(ev, rctx)
+	name := o.nodeName
+	if name == "" {
+		name = os.Getenv("NODE_NAME")
+	}
+	return report.Build(ev, res, name), nil
+}
+
+func newEngine(dir string) (*rules.Engine, error) {
+	if dir == "" {
+		return rules.NewEngine()
+	}
+	sigs, err := rules.LoadSignatures(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("--rules-dir %s: %w", dir, err)
+	}
+	return &rules.Engine{Signatures: sigs}, nil
+}
+
+func ruleContext(o checkOptions) (rules.Context, error) {
+	var c rules.Context
+	if o.expect != "" {
+		v := o.expect
+		if !strings.HasPrefix(v, "v") {
+			v = "v" + v
+		}
+		c.ExpectVersion = v
+	}
+	if o.since != "" {
+		if d, err := time.ParseDuration(o.since); err == nil {
+			if d <= 0 {
+				return c, fmt.Errorf("--since %q: want a positive duration", o.since)
+			}
+			c.SinceAgo = d
+		} else if t, err := parseTime(o.since); err == nil {
+			c.Since = t
+		} else {
+			return c, fmt.Errorf("--since %q: want a duration (2h) or a time (2024-05-01T00:00:00Z)", o.since)
+		}
+	}
+	if o.now != "" {
+		t, err := parseTime(o.now)
+		if err != nil {
+			return c, fmt.Errorf("--now %q: want a time (2024-05-01T00:00:00Z)", o.now)
+		}
+		c.Now = t
+	}
+	return c, nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("unparsable time %q", s)
+}
+
+func selectProbes(all []probe.Probe, only, skip []string) ([]probe.Probe, error) {
+	known := map[string]bool{}
+	var names []string
+	for _, p := range all {
+		known[p.Name()] = true
+		names = append(names, p.Name())
+	}
+	sort.Strings(names)
+	for _, n := range append(append([]string{}, only...), skip...) {
+		if !known[n] {
+			return nil, fmt.Errorf("unknown probe %q (probes: %s)", n, strings.Join(names, ", "))
+		}
+	}
+	var out []probe.Probe
+	for _, p := range all {
+		if (len(only) == 0 || slices.Contains(only, p.Name())) && !slices.Contains(skip, p.Name()) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package logline
+
+import (
+	"time"
+)
+
+// notableWords are the lower-case fragments that make a line worth keeping.
+// The list is deliberately broad: the logs probe keeps a notable line from
+// anywhere in a file, while the rest only survives in the tail, so every line
+// a log signature (agent/rules/signatures) can claim must contain one of
+// these (a test checks every signature example against Notable).
+var notableWords = []string{
+	// Failure words of every component.
+	"error", "fail", "fatal", "panic", "refused", "timed out", "timeout",
+	"deadline exceeded", "unable", "cannot", "can't", "couldn't", "could not",
+	"not found", "denied", "unauthorized", "forbidden", "expired", "invalid",
+	"unknown", "no such", "missing", "no space left", "x509", "exception",
+	"traceback", "exit status", "exit code", "exiting with status",
+	// Health and restarts.
+	"unhealthy", "not healthy", "isn't running", "not running", "back-off",
+	"backoff", "crashloop", "evict", "unfortunately", "not ready",
+	"not initialized", "no cni configuration", "misconfiguration",
+	"not supported", "unsupported", "must be specified", "[warning",
+	// Network and TLS.
+	"no route to host", "reset by peer", "server gave http response",
+	"no host in request", "are pinned", "unexpected status", "not valid",
+	"temporary failure",
+	// Downloads and packages (curl, wget, tar, gzip, apt, dnf, yum).
+	"curl: (", "does not look like", "not in gzip format", "no match",
+	"no package", "no installation candidate", "not signed", "no_pubkey",
+	// Kernel.
+	"out of memory", "oom-kill", "oom_kill",
+}
+
+// Notable says whether a log line is worth keeping as evidence wherever it
+// is in its file: a klog line at warning or above (W, E, F), a logrus line at
+// warning, error, fatal or panic, a cloud-init [WARNING]/[ERROR] line, or a
+// line containing a failure word (case-insensitive: error, fail, refused,
+// timed out, not found, denied, x509, no space left, back-off, ...).
+//
+// It is a broad pre-filter, not a judgement: most notable lines are noise,
+// and the rules decide what they mean.
+func Notable(text string) bool {
+	if containsWord(text) {
+		return true
+	}
+	switch Parse(text, time.Time{}).Level {
+	case LevelWarning, LevelError, LevelFatal, LevelPanic:
+		return true
+	}
+	return false
+}
+
+// wordsByFirst indexes notableWords by their first byte, so that a line is
+// scanned once (the agent runs Notable over every line of megabytes of logs).
+var wordsByFirst = func() (idx [256][]string) {
+	for _, w := range notableWords {
+		idx[w[0]] = append(idx[w[0]], w)
+	}
+	return idx
+}()
+
+// containsWord says whether text contains one of notableWords, ignoring
+// ASCII case (the words are ASCII).
+func containsWord(text string) bool {
+	for i := 0; i < len(text); i++ {
+		for _, w := range wordsByFirst[lowerASCII(text[i])] {
+			if hasPrefixFold(text[i:], w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasPrefixFold(s, lowerPrefix string) bool {
+	if len(s) < len(lowerPrefix) {
+		return false
+	}
+	for j := 0; j < len(lowerPrefix); j++ {
+		if lowerASCII(s[j]) != lowerPrefix[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}

@@ -1,0 +1,379 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nodediag/nodediag/agent/host"
+	"github.com/nodediag/nodediag/agent/logline"
+	"github.com/nodediag/nodediag/agent/probe"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// logsFile is a text log the logs probe reads, and the kind of log it is
+// (LogExcerpt.kind: which log signatures apply to it).
+type logsFile struct {
+	path, kind string
+}
+
+// logsFiles are the text logs of a node bootstrapped by cloud-init and
+// kubeadm, and who writes them.
+var logsFiles = []logsFile{
+	// cloud-init (cc_final_message, the output redirection of every
+	// stage): the stdout and stderr of all stages, so the output of the
+	// runcmd script (preKubeadmCommands, kubeadm init/join,
+	// postKubeadmCommands) too.
+	{"/var/log/cloud-init-output.log", "cloud-init-output"},
+	// cloud-init's own Python logging, DEBUG included.
+	{"/var/log/cloud-init.log", "cloud-init"},
+	// rsyslog, fed by journald: "syslog" on Debian and Ubuntu, "messages"
+	// on RHEL-like systems and Azure Linux. Only the lines of the node's
+	// components are kept (logsSyslogRelevant).
+	{"/var/log/syslog", "syslog"},
+	{"/var/log/messages", "syslog"},
+	// The kubelet and containerd with file logging (--log-file, a unit
+	// redirecting stdout), and the copies of their journals in CI artifact
+	// trees.
+	{"/var/log/kubelet.log", "kubelet"},
+	{"/var/log/containerd.log", "containerd"},
+}
+
+// logsDir holds, besides logsFiles, the kubeadm output saved by bootstrap
+// scripts that tee it: /var/log/kubeadm*.log (kubeadm-init.log,
+// kubeadm-join.log).
+const logsDir = "/var/log"
+
+// Limits of the logs probe.
+const (
+	// logsHead and logsTail bound what is read of a file: its first and
+	// last bytes. The head holds the bootstrap (the first error is often
+	// the cause); the tail holds what happens now.
+	logsHead = 2 << 20
+	logsTail = 6 << 20
+	// logsContext is how many lines of the end of each file are kept
+	// whatever they say: the context of the last error, or the sign that
+	// the log stopped in the middle of something.
+	logsContext = 60
+	// logsMaxLines caps the lines kept per file.
+	logsMaxLines = 4000
+	// logsKeepFirst is how many of the earliest notable lines survive when
+	// notable lines alone exceed logsMaxLines: the first errors are the
+	// earliest proof, the last ones show that it still happens.
+	logsKeepFirst = 1000
+	// logsMaxLineBytes clips a kept line.
+	logsMaxLineBytes = 4096
+)
+
+// logs reads the text logs under /var/log and keeps, of each file, the lines
+// that may prove a problem (logline.Notable), cloud-init's stage headers and
+// footers, and the last lines. It is skipped when none of the files exists.
+//
+// A file that exists but cannot be read (permissions, not a regular file)
+// is recorded as unreadable and the others are still read.
+type logs struct{}
+
+func (logs) Name() string { return "logs" }
+
+func (logs) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, error) {
+	pe := &nodediagv1.ProbeEvidence{}
+	data := &nodediagv1.Logs{}
+	files := append([]logsFile(nil), logsFiles...)
+	kubeadm, err := logsKubeadmFiles(h)
+	if err != nil {
+		probe.Unreadable(pe, logsDir, err)
+	}
+	files = append(files, kubeadm...)
+	found := 0
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			if len(data.Sources) == 0 {
+				return nil, fmt.Errorf("reading %s: %w", f.path, err)
+			}
+			probe.Unreadable(pe, f.path, fmt.Errorf("not read: %w", err))
+			continue
+		}
+		ex, err := logsRead(h, f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		found++
+		if err != nil {
+			probe.Unreadable(pe, f.path, err)
+			continue
+		}
+		data.Sources = append(data.Sources, ex)
+	}
+	if found == 0 {
+		return nil, fmt.Errorf("%w: no text logs under %s", probe.ErrNotApplicable, logsDir)
+	}
+	pe.Data = &nodediagv1.ProbeEvidence_Logs{Logs: data}
+	return pe, nil
+}
+
+// logsKubeadmFiles lists /var/log/kubeadm*.log.
+func logsKubeadmFiles(h *host.Host) ([]logsFile, error) {
+	ents, err := h.ReadDir(logsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []logsFile
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "kubeadm") && strings.HasSuffix(e.Name(), ".log") {
+			out = append(out, logsFile{logsDir + "/" + e.Name(), "kubeadm"})
+		}
+	}
+	return out, nil
+}
+
+// logsRead reads the head and tail of one log and excerpts it.
+func logsRead(h *host.Host, f logsFile) (*nodediagv1.LogExcerpt, error) {
+	head, tail, size, skipped, err := h.ReadHeadTail(f.path, logsHead, logsTail)
+	if err != nil {
+		return nil, err
+	}
+	// The year of yearless timestamps comes from when the file was last
+	// written: its mtime, unless that is in the future of the host's clock
+	// (a copied tree, a clock set back).
+	ref := h.Now()
+	if fi, err := h.Stat(f.path); err == nil && !fi.ModTime().IsZero() && fi.ModTime().Before(ref) {
+		ref = fi.ModTime()
+	}
+	return excerptLog(f.path, f.kind, head, tail, size, skipped, ref), nil
+}
+
+// logsCandidate is a line that may be kept.
+type logsCandidate struct {
+	seq        int // position among the lines read
+	n, fromEnd int32
+	raw        string
+	time       time.Time
+	inferred   bool
+	program    string
+	important  bool // notable, or a cloud-init stage line
+	cut        bool // the head's last line, cut where the unread middle starts
+}
+
+// excerptLog keeps the lines of one log that matter. head is the file's
+// start (the whole file when skipped is 0) and tail its end when the
+// middle, skipped bytes long, was not read. ref gives a year to yearless
+// timestamps (logline.Parse).
+//
+// Lines are numbered from 1 in the head. The tail's lines follow a middle
+// whose lines were not counted: their n is 0 and n_from_end says where they
+// are from the end. The partial line where the tail starts is dropped; the
+// head's last, cut line is kept with a marker.
+//
+// Kept are the important lines (logline.Notable, and cloud-init's stage
+// headers and footers in cloud-init-output) and the last logsContext
+// lines; of a syslog, only the lines logsSyslogRelevant keeps count at all.
+// A line without a timestamp of its own gets the one of the nearest earlier
+// line that has one (time_inferred), never one from across the unread
+// middle.
+func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref time.Time) *nodediagv1.LogExcerpt {
+	ex := &nodediagv1.LogExcerpt{
+		Source:       source,
+		Kind:         kind,
+		SizeBytes:    size,
+		Truncated:    skipped > 0,
+		SkippedBytes: skipped,
+	}
+	var (
+		important []logsCandidate
+		ring      [logsContext]logsCandidate // the last relevant lines
+		ringN     int                        // lines pushed into ring
+		lastTime  time.Time
+		first     time.Time
+		last      time.Time
+		seq       int
+		dropped   int64 // important lines dropped while reading
+	)
+	add := func(raw string, n, fromEnd int32, cut bool) {
+		ex.TotalLines++
+		raw = strings.TrimSuffix(raw, "\r")
+		p := logline.Parse(raw, ref)
+		c := logsCandidate{seq: seq, n: n, fromEnd: fromEnd, raw: raw, program: p.Program, cut: cut}
+		seq++
+		switch {
+		case p.HasTime:
+			lastTime, c.time = p.Time, p.Time
+			if first.IsZero() {
+				first = p.Time
+			}
+			last = p.Time
+		case !lastTime.IsZero():
+			c.time, c.inferred = lastTime, true
+		}
+		if kind == "syslog" && !logsSyslogRelevant(p) {
+			return
+		}
+		c.important = logline.Notable(raw) || (kind == "cloud-init-output" && p.Format == logline.FormatCloudInitStage)
+		if c.important {
+			important = append(important, c)
+			if len(important) == 2*logsMaxLines {
+				// Bound memory: logsCap would keep only the first
+				// logsKeepFirst and the newest of these anyway.
+				n := copy(important[logsKeepFirst:], important[len(important)-(logsMaxLines-logsKeepFirst):])
+				important = important[:logsKeepFirst+n]
+				dropped += logsMaxLines
+			}
+		}
+		ring[ringN%logsContext] = c
+		ringN++
+	}
+
+	hs := string(head)
+	nHead := logsCountLines(hs)
+	cutHead := skipped > 0 && !strings.HasSuffix(hs, "\n")
+	logsEachLine(hs, func(i int, raw string) {
+		add(raw, int32(i+1), 0, cutHead && i == nHead-1)
+	})
+	if skipped > 0 {
+		// The first tail line starts somewhere in the middle: drop it.
+		t := string(tail)
+		if i := strings.IndexByte(t, '\n'); i >= 0 {
+			t = t[i+1:]
+		} else {
+			t = ""
+		}
+		lastTime = time.Time{} // nothing is known of the time of the middle
+		nTail := logsCountLines(t)
+		logsEachLine(t, func(i int, raw string) {
+			add(raw, 0, int32(nTail-i), false)
+		})
+	}
+
+	// Merge the important lines and the unimportant ones of the context,
+	// both in file order.
+	var context []logsCandidate
+	for i := max(0, ringN-logsContext); i < ringN; i++ {
+		if c := ring[i%logsContext]; !c.important {
+			context = append(context, c)
+		}
+	}
+	kept := make([]logsCandidate, 0, len(important)+len(context))
+	for len(important) > 0 || len(context) > 0 {
+		if len(context) == 0 || (len(important) > 0 && important[0].seq < context[0].seq) {
+			kept, important = append(kept, important[0]), important[1:]
+		} else {
+			kept, context = append(kept, context[0]), context[1:]
+		}
+	}
+	kept, ex.DroppedLines = logsCap(kept, logsMaxLines, logsKeepFirst)
+	ex.DroppedLines += dropped
+	for _, c := range kept {
+		l := &nodediagv1.LogLine{N: c.n, NFromEnd: c.fromEnd, Text: logsText(c.raw, c.cut), Program: c.program, TimeInferred: c.inferred}
+		if !c.time.IsZero() {
+			l.Time = timestamppb.New(c.time)
+		}
+		ex.Lines = append(ex.Lines, l)
+	}
+	if !first.IsZero() {
+		ex.FirstTime, ex.LastTime = timestamppb.New(first), timestamppb.New(last)
+	}
+	return ex
+}
+
+// logsCap keeps at most max lines: it drops the oldest unimportant lines
+// first, then, if the important lines alone are too many, those after the
+// first keepFirst up to the newest ones that fit.
+func logsCap(cands []logsCandidate, max, keepFirst int) ([]logsCandidate, int64) {
+	excess := len(cands) - max
+	if excess <= 0 {
+		return cands, 0
+	}
+	dropped := int64(excess)
+	out := cands[:0]
+	for _, c := range cands {
+		if excess > 0 && !c.important {
+			excess--
+			continue
+		}
+		out = append(out, c)
+	}
+	if excess > 0 {
+		// out holds only important lines from here on, plus possibly
+		// unimportant ones after them; drop the excess after keepFirst.
+		out = append(out[:keepFirst], out[keepFirst+excess:]...)
+	}
+	return out, dropped
+}
+
+// logsCountLines counts the lines of s. A last line without a newline (a
+// log being written) is a line.
+func logsCountLines(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
+}
+
+// logsEachLine calls fn with the index and text (without "\n") of each line
+// of s, as counted by logsCountLines.
+func logsEachLine(s string, fn func(i int, line string)) {
+	for i := 0; s != ""; i++ {
+		line, rest, _ := strings.Cut(s, "\n")
+		fn(i, line)
+		s = rest
+	}
+}
+
+// logsText makes a kept line's text: valid UTF-8 (invalid bytes become
+// U+FFFD), clipped to logsMaxLineBytes on a rune boundary with a marker
+// saying how much was cut.
+func logsText(raw string, cut bool) string {
+	s := strings.ToValidUTF8(raw, "\uFFFD")
+	if len(s) > logsMaxLineBytes {
+		n := logsMaxLineBytes
+		for n > 0 && (s[n]&0xC0) == 0x80 {
+			n--
+		}
+		s = fmt.Sprintf("%s …[%d more bytes]", s[:n], len(s)-n)
+	}
+	if cut {
+		s += " …[the rest of this line is in the part of the file that was not read]"
+	}
+	return s
+}
+
+// logsSyslogRelevant keeps, of a syslog, the lines of the node's components:
+// the kubelet, containerd, kubeadm and cloud-init (whose lines include the
+// bootstrap script's output), systemd about their units, and the kernel
+// about memory (OOM kills) and full filesystems.
+func logsSyslogRelevant(p logline.Line) bool {
+	switch p.Program {
+	case "kubelet", "containerd", "kubeadm", "cloud-init":
+		return true
+	case "systemd":
+		return strings.Contains(p.Message, "kubelet.service") || strings.Contains(p.Message, "containerd.service")
+	case "kernel":
+		m := strings.ToLower(p.Message)
+		return strings.Contains(m, "out of memory") || strings.Contains(m, "no space left") || logsHasOOM(m)
+	}
+	return false
+}
+
+// logsHasOOM finds "oom" at the start of a word ("oom-kill", "oom_reaper",
+// "invoked oom-killer"), not inside one ("room").
+func logsHasOOM(m string) bool {
+	for i := 0; ; {
+		j := strings.Index(m[i:], "oom")
+		if j < 0 {
+			return false
+		}
+		j += i
+		if j == 0 || !(m[j-1] >= 'a' && m[j-1] <= 'z') {
+			return true
+		}
+		i = j + 3
+	}
+}

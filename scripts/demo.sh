@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make demo: run the agent on every example host shipped in the repo and print
+# what it finds. No cluster needed: each example is a directory tree shaped
+# like a node's root (agent/testdata/hosts/<name>/root), with fake binaries
+# that answer --version like the real ones.
+set -u
+agent=${1:-bin/nodediag-agent}
+cd "$(dirname "$0")/.."
+hosts=agent/testdata/hosts
+summaries=()
+for dir in "$hosts"/*/; do
+  name=$(basename "$dir")
+  args=()
+  if [ -f "$dir/args" ]; then
+    while IFS= read -r line; do
+      case "$line" in ''|'#'*) ;; *) args+=("$line") ;; esac
+    done < "$dir/args"
+  fi
+  printf '\n================ %s ================\n' "$name"
+  out=$("$agent" check --root "$dir/root" "${args[@]}" --output text)
+  code=$?
+  printf '%s\n' "$out"
+  if [ "$code" -eq 2 ]; then
+    echo "demo: the agent failed on $name" >&2
+    exit 2
+  fi
+  summaries+=("$(printf '%-28s exit %d  %s' "$name" "$code" "$(printf '%s\n' "$out" | tail -n 1)")")
+done
+printf '\n================ summary ================\n'
+printf '%s\n' "${summaries[@]}"
