@@ -159,6 +159,11 @@ func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !rctx.Now.IsZero() {
+		// --now is the host's clock too: probes date yearless log lines
+		// (syslog, klog) against it.
+		h.Now = func() time.Time { return rctx.Now }
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	ev := probe.RunAll(ctx, h, ps)

@@ -68,6 +68,10 @@ const (
 	logsKeepFirst = 1000
 	// logsMaxLineBytes clips a kept line.
 	logsMaxLineBytes = 4096
+	// logsBefore is how many lines before a notable line are kept with it:
+	// the command a script echoed before it failed ("+ curl ... URL" above
+	// "curl: (22) ... 404") is the other half of the proof.
+	logsBefore = 2
 )
 
 // logs reads the text logs under /var/log and keeps, of each file, the lines
@@ -195,6 +199,10 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		last      time.Time
 		seq       int
 		dropped   int64 // important lines dropped while reading
+		before    [logsBefore]logsCandidate // the last relevant lines, for context
+		beforeN   int
+		promoted  = map[int]bool{} // seqs of context lines kept with a notable one
+		included  = -1             // seq of the last line added to important
 	)
 	add := func(raw string, n, fromEnd int32, cut bool) {
 		ex.TotalLines++
@@ -217,7 +225,23 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		}
 		c.important = logline.Notable(raw) || (kind == "cloud-init-output" && p.Format == logline.FormatCloudInitStage)
 		if c.important {
+			for k := max(0, beforeN-logsBefore); k < beforeN; k++ {
+				if b := before[k%logsBefore]; b.seq > included {
+					b.important = true
+					important = append(important, b)
+					promoted[b.seq] = true
+				}
+			}
+			if len(promoted) > 4*logsContext {
+				// Only seqs still in the tail ring matter.
+				for k := range promoted {
+					if k < seq-logsContext-1 {
+						delete(promoted, k)
+					}
+				}
+			}
 			important = append(important, c)
+			included = c.seq
 			if len(important) == 2*logsMaxLines {
 				// Bound memory: logsCap would keep only the first
 				// logsKeepFirst and the newest of these anyway.
@@ -228,6 +252,8 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		}
 		ring[ringN%logsContext] = c
 		ringN++
+		before[beforeN%logsBefore] = c
+		beforeN++
 	}
 
 	hs := string(head)
@@ -255,7 +281,7 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 	// both in file order.
 	var context []logsCandidate
 	for i := max(0, ringN-logsContext); i < ringN; i++ {
-		if c := ring[i%logsContext]; !c.important {
+		if c := ring[i%logsContext]; !c.important && !promoted[c.seq] {
 			context = append(context, c)
 		}
 	}

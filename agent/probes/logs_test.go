@@ -76,9 +76,11 @@ func TestLogsCloudInitOutputJoinFailed(t *testing.T) {
 	for _, l := range ex.Lines {
 		ns = append(ns, l.N)
 	}
-	// Stage headers (1, 3, 4), the failed fetch (105), the last 60 lines
-	// (153..212), among which the kubeadm error and cloud-init's warnings.
-	want := []int32{1, 3, 4, 105}
+	// Stage headers (1, 3, 4) with the line before the third (2), the
+	// failed fetch (105) with the two lines before it (103, 104), the last
+	// 60 lines (153..212), among which the kubeadm error and cloud-init's
+	// warnings.
+	want := []int32{1, 2, 3, 4, 103, 104, 105}
 	for n := int32(153); n <= 212; n++ {
 		want = append(want, n)
 	}

@@ -95,7 +95,8 @@ func probeLine(r *nodediagv1.Report) string {
 }
 
 // Summary is the last line of text and compact output:
-// "SUMMARY <severity> <ID>: <title> (<n> findings: ...)" or "SUMMARY ok: ...".
+// "SUMMARY <worst severity> <node> <top ID>: <top title> (<tally>)", or
+// "SUMMARY ok <node>: ..." when nothing is at error or above.
 func Summary(r *nodediagv1.Report) string {
 	counts := map[string]int{}
 	for _, f := range r.GetFindings() {
@@ -118,8 +119,16 @@ func Summary(r *nodediagv1.Report) string {
 		}
 		return msg
 	}
+	// The first word is the worst severity (what scripts grep for); the
+	// finding named is the most likely root cause, whatever its severity.
+	worst := rules.Info
+	for _, f := range r.GetFindings() {
+		if rules.SeverityAtLeast(f.GetSeverity(), worst) {
+			worst = f.GetSeverity()
+		}
+	}
 	top := r.GetFindings()[0]
-	return fmt.Sprintf("SUMMARY %s %s %s: %s (%s)", top.GetSeverity(), orDash(node), top.GetId(), oneLine(top.GetTitle()), strings.Join(tally, ", "))
+	return fmt.Sprintf("SUMMARY %s %s %s: %s (%s)", worst, orDash(node), top.GetId(), oneLine(top.GetTitle()), strings.Join(tally, ", "))
 }
 
 func fmtTS(t *timestamppb.Timestamp, zero string) string {

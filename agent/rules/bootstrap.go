@@ -285,10 +285,24 @@ func bootstrapRanEarlierBoot(in *Input, ci *nodediagv1.CloudInit) bool {
 }
 
 // capiBootstrapQuote is the evidence that CAPI's kubeadm bootstrap drives
-// this node, or nil: a line of cloud-init's output naming kubeadm or
-// /run/cluster-api, a kubeadm configuration file written by the bootstrap
-// provider, or the /run/cluster-api directory its write_files create.
+// this node, or nil. Files say it best: a kubeadm configuration written by
+// the bootstrap provider, then the /run/cluster-api directory its
+// write_files create; else a line of cloud-init's output naming
+// /run/cluster-api, else one naming kubeadm.
 func capiBootstrapQuote(in *Input, ci *nodediagv1.CloudInit) *nodediagv1.Quote {
+	for _, cf := range in.Kubeadm().GetConfigFiles() {
+		if cf.GetPath() == "" {
+			continue
+		}
+		text := "present"
+		if len(cf.GetKinds()) > 0 {
+			text = "present: " + strings.Join(cf.GetKinds(), ", ")
+		}
+		return QuoteText(cf.GetPath(), text)
+	}
+	if ci.GetClusterApiDirPresent() {
+		return QuoteText(bootstrapCAPIDir, "present")
+	}
 	var kubeadmLine *nodediagv1.Quote
 	for _, src := range in.Logs() {
 		if src.GetKind() != "cloud-init-output" {
@@ -303,23 +317,7 @@ func capiBootstrapQuote(in *Input, ci *nodediagv1.CloudInit) *nodediagv1.Quote {
 			}
 		}
 	}
-	if kubeadmLine != nil {
-		return kubeadmLine
-	}
-	for _, cf := range in.Kubeadm().GetConfigFiles() {
-		if cf.GetPath() == "" {
-			continue
-		}
-		text := "present"
-		if len(cf.GetKinds()) > 0 {
-			text = "present: " + strings.Join(cf.GetKinds(), ", ")
-		}
-		return QuoteText(cf.GetPath(), text)
-	}
-	if ci.GetClusterApiDirPresent() {
-		return QuoteText(bootstrapCAPIDir, "present")
-	}
-	return nil
+	return kubeadmLine
 }
 
 // cloudInitStatusQuote states cloud-init's status, naming the file it rests

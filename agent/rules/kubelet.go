@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -120,6 +121,13 @@ func kubeletFlagFindings(in *Input) []*nodediagv1.Finding {
 			params["variable_note"] = " (" + v + ")"
 		}
 		fd := p.Finding(params, QuoteLine(f.GetSource()), kv.quote)
+		if p == KubeletRemovedFlag {
+			// The kubelet's own refusal, when a log shows it, proves the
+			// effect of the line that carries the flag.
+			if q := unknownFlagLine(in, f.GetName()); q != nil {
+				fd.Evidence = append(fd.Evidence, q)
+			}
+		}
 		fd.Confidence = weakest(p.Confidence, kv.confidence)
 		if !lc.Confirmed || kc.GetAssumedWiring() {
 			// The removal release is inferred, or the unit that would put
@@ -129,6 +137,20 @@ func kubeletFlagFindings(in *Input) []*nodediagv1.Finding {
 		out = append(out, fd)
 	}
 	return out
+}
+
+// unknownFlagLine quotes the first log line where the kubelet refuses
+// --flag (pflag: "unknown flag: --flag"), or nil.
+func unknownFlagLine(in *Input, flag string) *nodediagv1.Quote {
+	needle := "unknown flag: --" + flag
+	for _, src := range in.Logs() {
+		for _, l := range src.GetLines() {
+			if t := l.GetText(); strings.Contains(t, needle) && !strings.Contains(t, needle+"-") {
+				return QuoteLog(src, l)
+			}
+		}
+	}
+	return nil
 }
 
 // weakest returns the lower of two confidences.

@@ -338,11 +338,19 @@ const certKubeletPKIDir = "/var/lib/kubelet/pki"
 
 var certKubeletRotated = []string{"kubelet-client-", "kubelet-server-"}
 
+// clockSlack is how far a lower-bound evidence clock may be behind the real
+// time of a copied host before "not yet valid" means a clock problem.
+const clockSlack = 24 * time.Hour
+
 // certificateRule judges every certificate against the evidence clock:
 // CertificateExpired after notAfter, CertificateNotYetValid before notBefore
 // (the node's clock is behind), CertificateExpiresSoon within 14 days of
 // notAfter. Rotated kubelet certificates that the current symlink no longer
 // points to are ignored.
+//
+// On a copy of a host without --now, the evidence clock is the newest time
+// the evidence shows: a lower bound of the real one. Expiry judged against
+// it holds; "not yet valid" holds only beyond clockSlack.
 func certificateRule(in *Input) []*nodediagv1.Finding {
 	now := in.Clock
 	var out []*nodediagv1.Finding
@@ -365,6 +373,12 @@ func certificateRule(in *Input) []*nodediagv1.Finding {
 				"path": name, "not_after": notAfter.UTC().Format(time.RFC3339),
 			}, q))
 		case notBefore.After(now):
+			if in.ClockIsLowerBound && notBefore.Sub(now) < clockSlack {
+				// A copy of a host was taken some time after its newest
+				// log line: a certificate issued in between says nothing
+				// of the node's clock.
+				continue
+			}
 			out = append(out, CertificateNotYetValid.Finding(Params{
 				"path": name, "not_before": notBefore.UTC().Format(time.RFC3339),
 			}, q))
@@ -421,6 +435,11 @@ func cniRule(in *Input) []*nodediagv1.Finding {
 		return nil
 	}
 	dir := c.GetConfDir()
+	if len(c.GetConfigs()) == 0 && !nodeJoined(in) {
+		// The CNI add-on reaches a node only after it joined: before that a
+		// missing configuration is expected, not a cause.
+		return nil
+	}
 	if !c.GetConfDirPresent() {
 		return []*nodediagv1.Finding{CNIConfigMissing.Finding(Params{"dir": dir}, QuoteText(dir, "directory does not exist"))}
 	}
@@ -462,4 +481,10 @@ func cniRule(in *Input) []*nodediagv1.Finding {
 			QuoteText(c.GetBinDir(), listing)))
 	}
 	return out
+}
+
+// nodeJoined says whether the node got far enough for a CNI add-on to reach
+// it: the bootstrap sentinel is present, or the kubelet has its kubeconfig.
+func nodeJoined(in *Input) bool {
+	return in.CloudInit().GetSentinelPresent() || in.Kubeadm().GetKubeletConf().GetPresent()
 }

@@ -47,6 +47,11 @@ func nodeInput(data ...any) *Input {
 				continue
 			}
 			pe.Data = &nodediagv1.ProbeEvidence_KubeletConfig{KubeletConfig: d}
+		case *nodediagv1.Kubeadm:
+			if d == nil {
+				continue
+			}
+			pe.Data = &nodediagv1.ProbeEvidence_Kubeadm{Kubeadm: d}
 		case nil:
 			continue
 		default:
@@ -498,21 +503,29 @@ func TestCNIRule(t *testing.T) {
 	base := func(configs []*nodediagv1.CNIConfig, binPresent bool, plugins ...string) *nodediagv1.CNI {
 		return &nodediagv1.CNI{ConfDir: "/etc/cni/net.d", ConfDirPresent: true, Configs: configs, BinDir: "/opt/cni/bin", BinDirPresent: binPresent, Plugins: plugins}
 	}
+	joined := &nodediagv1.Kubeadm{KubeletConf: &nodediagv1.KubeconfigFile{Path: "/etc/kubernetes/kubelet.conf", Present: true}}
 	tests := []struct {
-		name string
-		cni  *nodediagv1.CNI
-		want []nodeGot
+		name    string
+		cni     *nodediagv1.CNI
+		kubeadm *nodediagv1.Kubeadm
+		want    []nodeGot
 	}{
 		{name: "cni probe did not run"},
 		{
-			name: "no conf dir",
-			cni:  &nodediagv1.CNI{ConfDir: "/etc/cni/net.d", BinDir: "/opt/cni/bin"},
-			want: []nodeGot{{"CNIConfigMissing", "no CNI network configuration in /etc/cni/net.d"}},
+			name:    "no conf dir",
+			cni:     &nodediagv1.CNI{ConfDir: "/etc/cni/net.d", BinDir: "/opt/cni/bin"},
+			kubeadm: joined,
+			want:    []nodeGot{{"CNIConfigMissing", "no CNI network configuration in /etc/cni/net.d"}},
 		},
 		{
-			name: "empty conf dir",
+			name:    "empty conf dir",
+			cni:     base(nil, true, "bridge"),
+			kubeadm: joined,
+			want:    []nodeGot{{"CNIConfigMissing", "no CNI network configuration in /etc/cni/net.d"}},
+		},
+		{
+			name: "empty conf dir on a node that has not joined: the add-on cannot have come yet",
 			cni:  base(nil, true, "bridge"),
-			want: []nodeGot{{"CNIConfigMissing", "no CNI network configuration in /etc/cni/net.d"}},
 		},
 		{name: "calico with its plugins", cni: base([]*nodediagv1.CNIConfig{calico}, true, "bandwidth", "calico", "calico-ipam", "portmap")},
 		{
@@ -557,7 +570,7 @@ func TestCNIRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := cniRule(nodeInput(tt.cni))
+			got := cniRule(nodeInput(tt.cni, tt.kubeadm))
 			if diff := cmp.Diff(tt.want, nodeSummary(got)); diff != "" {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}
@@ -576,5 +589,31 @@ func TestNodeRulesWired(t *testing.T) {
 		if !names[want] {
 			t.Errorf("rule %s is not in goRules()", want)
 		}
+	}
+}
+
+// On a copy of a host the evidence clock is a lower bound: a certificate
+// issued shortly after the newest log line proves nothing; days after does.
+func TestCertificateRuleLowerBoundClock(t *testing.T) {
+	c := func(notBefore time.Time) *nodediagv1.Certificates {
+		return &nodediagv1.Certificates{Certificates: []*nodediagv1.Certificate{{
+			Path: "/var/lib/kubelet/pki/kubelet.crt", NotBefore: timestamppb.New(notBefore), NotAfter: timestamppb.New(notBefore.AddDate(1, 0, 0)),
+		}}}
+	}
+	for _, tt := range []struct {
+		name      string
+		notBefore time.Time
+		want      int
+	}{
+		{"issued an hour after the newest log line", nodeClock.Add(time.Hour), 0},
+		{"issued two days after", nodeClock.Add(48 * time.Hour), 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := nodeInput(c(tt.notBefore))
+			in.ClockIsLowerBound = true
+			if got := certificateRule(in); len(got) != tt.want {
+				t.Errorf("got %v, want %d finding(s)", nodeSummary(got), tt.want)
+			}
+		})
 	}
 }

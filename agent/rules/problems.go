@@ -22,7 +22,7 @@ var (
 		Title:       "kubelet {version} rejects --{flag} set in {file}",
 		Remediation: "Remove --{flag} from {file}{variable_note}: it was removed in Kubernetes {removed_in}{replacement}. If the file comes from the node image (the Azure Linux 3 gallery image ships /etc/sysconfig/kubelet with KUBELET_EXTRA_ARGS=--pod-infra-container-image=...), remove the flag in the bootstrap template (preKubeadmCommands of the KubeadmConfigTemplate or KubeadmControlPlane, or kubeletExtraArgs) so that new Machines get the fix, then restart kubelet.",
 		RefutedBy:   "kubelet running with that command line, or a kubelet older than {removed_in}",
-		Explains:    kubeletSymptoms,
+		Explains:    append([]string{"KubeletUnknownFlag"}, kubeletSymptoms...),
 	})
 	KubeletUnknownFlag = register(Problem{
 		ID: "KubeletUnknownFlag", Category: CatFlagRemoved, Severity: Error,
@@ -89,10 +89,11 @@ var (
 	})
 	BootstrapDownloadFailed = register(Problem{
 		ID: "BootstrapDownloadFailed", Category: CatDownloadFailed, Severity: Error,
-		Title:       "a bootstrap download failed: {what}",
+		Title:       "the download of {url} failed: {what}",
+		Defaults:    Params{"url": "a bootstrap file"},
 		Remediation: "Check that the URL exists and is reachable from the node (version string, storage account, proxy, DNS, NSG egress), fix it in the preKubeadmCommands or the script that downloads it, and make the script fail loudly (set -o errexit -o pipefail, curl --fail).",
 		RefutedBy:   "the download succeeding on a retry later in the log",
-		Explains:    append([]string{"KubeletNotInstalled", "VersionMismatch", "KubeletMultipleBinaries"}, kubeletSymptoms...),
+		Explains:    append([]string{"PackageInstallFailed", "KubeletNotInstalled", "VersionMismatch", "KubeletMultipleBinaries"}, kubeletSymptoms...),
 	})
 	PackageInstallFailed = register(Problem{
 		ID: "PackageInstallFailed", Category: CatDownloadFailed, Severity: Error,
@@ -181,17 +182,18 @@ var (
 	})
 	DiskNoSpaceLogged = register(Problem{
 		ID: "DiskNoSpaceLogged", Category: CatDiskPressure, Severity: Error,
-		Title:       "writes failed with \"no space left on device\"",
+		Title:       "writing {path} failed: no space left on device",
+		Defaults:    Params{"path": "a file"},
 		Remediation: "Find the full filesystem (df -h, df -i) and free or grow it; the failed write is quoted here.",
 		RefutedBy:   "every filesystem with free space and inodes",
-		Explains:    append([]string{"ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+		Explains:    append([]string{"KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
 	})
 	CertificateNotYetValid = register(Problem{
 		ID: "CertificateNotYetValid", Category: CatTimeSkew, Severity: Error,
 		Title:       "certificate {path} is not valid until {not_before}: the clock is behind",
 		Remediation: "Fix the node's clock (chrony/systemd-timesyncd, the Azure host time sync), then restart the kubelet; certificates are judged against the node's time.",
 		RefutedBy:   "the node's clock past the certificate's notBefore",
-		Explains:    append([]string{"CertificateExpired", "APIServerCertificateUntrusted"}, kubeletSymptoms...),
+		Explains:    append([]string{"ClockSkew", "CertificateExpired", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
 	})
 	ClockSkew = register(Problem{
 		ID: "ClockSkew", Category: CatTimeSkew, Severity: Error,

@@ -61,7 +61,13 @@ func QuoteLog(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine) *nodediagv1.Quo
 	if l == nil {
 		return nil
 	}
-	return &nodediagv1.Quote{Source: src.GetSource(), Line: l.N, Time: l.Time, Excerpt: clip(strings.TrimRight(l.Text, "\r"))}
+	q := &nodediagv1.Quote{Source: src.GetSource(), Line: l.N, Excerpt: clip(strings.TrimRight(l.Text, "\r"))}
+	// A time inferred from an earlier line is good enough to place the line
+	// in the window, not to be quoted as when it was written.
+	if !l.TimeInferred {
+		q.Time = l.Time
+	}
+	return q
 }
 
 // QuoteText quotes a fact that has no line of its own (a file's absence, a

@@ -52,6 +52,9 @@ type Input struct {
 	Clock time.Time
 	// Since and Until bound the window; Since is zero when unbounded.
 	Since, Until time.Time
+	// ClockIsLowerBound is true when Clock is the newest time a copy of a
+	// host shows (no --now): the copy was taken at that time or later.
+	ClockIsLowerBound bool
 }
 
 // A Rule is Go logic over the evidence.
@@ -109,9 +112,9 @@ func ts(t time.Time) *timestamppb.Timestamp {
 
 func newInput(ev *nodediagv1.Evidence, c Context) *Input {
 	in := &Input{Ev: ev, Ctx: c}
-	in.Clock = evidenceClock(ev)
+	in.Clock, in.ClockIsLowerBound = evidenceClock(ev)
 	if !c.Now.IsZero() {
-		in.Clock = c.Now
+		in.Clock, in.ClockIsLowerBound = c.Now, false
 	}
 	in.Until = in.Clock
 	switch {
@@ -130,10 +133,10 @@ func newInput(ev *nodediagv1.Evidence, c Context) *Input {
 // evidenceClock is the collection time of a live host, and the newest time
 // the evidence itself shows for a snapshot (a copy examined later must give
 // the same answer).
-func evidenceClock(ev *nodediagv1.Evidence) time.Time {
+func evidenceClock(ev *nodediagv1.Evidence) (clock time.Time, lowerBound bool) {
 	collected := ev.GetCollectedAt().AsTime()
 	if !ev.GetSnapshot() {
-		return collected
+		return collected, false
 	}
 	var newest time.Time
 	see := func(t *timestamppb.Timestamp) {
@@ -153,9 +156,9 @@ func evidenceClock(ev *nodediagv1.Evidence) time.Time {
 		}
 	}
 	if newest.IsZero() {
-		return collected
+		return collected, false
 	}
-	return newest
+	return newest, true
 }
 
 // InWindow says whether t falls in the window; an unknown time does.

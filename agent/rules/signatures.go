@@ -41,11 +41,18 @@ type Signature struct {
 	// are lines it must not match. Both are checked by the tests.
 	Examples        []string `json:"examples"`
 	Counterexamples []string `json:"counterexamples,omitempty"`
+	// ContextBefore and ContextMatch quote, with the first matching line,
+	// the nearest of the ContextBefore lines above it that matches
+	// ContextMatch (the "+ curl ... URL" a script echoed above
+	// "curl: (22) ... 404"); its named groups become parameters too.
+	ContextBefore int    `json:"context_before,omitempty"`
+	ContextMatch  string `json:"context_match,omitempty"`
 	// Note says where the message comes from.
 	Note string `json:"note,omitempty"`
 
 	file    string
 	re      *regexp.Regexp
+	ctxRe   *regexp.Regexp
 	persist time.Duration
 	kinds   map[string]bool
 }
@@ -118,6 +125,14 @@ func (s *Signature) compile() error {
 		return err
 	}
 	s.re = re
+	if (s.ContextBefore > 0) != (s.ContextMatch != "") {
+		return fmt.Errorf("context_before and context_match go together")
+	}
+	if s.ContextMatch != "" {
+		if s.ctxRe, err = regexp.Compile(s.ContextMatch); err != nil {
+			return fmt.Errorf("context_match: %w", err)
+		}
+	}
 	if s.Persist != "" {
 		d, err := time.ParseDuration(s.Persist)
 		if err != nil || d <= 0 {
@@ -248,9 +263,36 @@ func span(ms []sigMatch) time.Duration {
 	return last.Sub(first)
 }
 
-// maxQuotes is how many matching lines a signature finding quotes: the first
-// (the earliest proof), and the last ones (it still happens).
+// maxQuotes is how many matching lines a signature finding quotes.
 const maxQuotes = 3
+
+// pickQuotes chooses which matches to quote, in evidence order: the first
+// match of each distinct signature (different lines prove different sides
+// of the problem: kubeadm's preflight error and containerd's own refusal to
+// load its config), then the last matches (it still happens).
+func pickQuotes(ms []sigMatch) []int {
+	var picks []int
+	picked := map[int]bool{}
+	seen := map[*Signature]bool{}
+	for i, m := range ms {
+		if len(picks) == maxQuotes {
+			break
+		}
+		if !seen[m.sig] {
+			seen[m.sig] = true
+			picks = append(picks, i)
+			picked[i] = true
+		}
+	}
+	for i := len(ms) - 1; i >= 0 && len(picks) < maxQuotes; i-- {
+		if !picked[i] {
+			picks = append(picks, i)
+			picked[i] = true
+		}
+	}
+	sort.Ints(picks)
+	return picks
+}
 
 func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 	p := catalog[id]
@@ -268,15 +310,23 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 			params["detail"] = clipDetail(sub[0])
 		}
 	}
+	for k, v := range params {
+		// Messages quoted inside klog/logrus values escape their quotes.
+		params[k] = strings.ReplaceAll(v, `\"`, `"`)
+	}
 	if d := span(ms); d >= time.Second {
 		params["duration"] = humanDuration(d)
 	}
 	var quotes []*nodediagv1.Quote
-	picks := []int{0}
-	for i := len(ms) - 1; i > 0 && len(picks) < maxQuotes; i-- {
-		picks = append(picks, i)
+	if q, groups := contextLine(ms[0]); q != nil {
+		quotes = append(quotes, q)
+		for k, v := range groups {
+			if _, set := params[k]; !set {
+				params[k] = v
+			}
+		}
 	}
-	sort.Ints(picks)
+	picks := pickQuotes(ms)
 	for _, i := range picks {
 		quotes = append(quotes, QuoteLog(ms[i].src, ms[i].line))
 	}
@@ -297,4 +347,37 @@ func clipDetail(s string) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// contextLine finds the context line of a match (see Signature.ContextBefore)
+// among the lines the logs probe kept, with its named groups.
+func contextLine(m sigMatch) (*nodediagv1.Quote, Params) {
+	s, n := m.sig, m.line.GetN()
+	if s.ctxRe == nil || n <= 0 {
+		return nil, nil
+	}
+	byN := map[int32]*nodediagv1.LogLine{}
+	for _, l := range m.src.GetLines() {
+		if l.GetN() >= n-int32(s.ContextBefore) && l.GetN() < n {
+			byN[l.GetN()] = l
+		}
+	}
+	for k := n - 1; k >= n-int32(s.ContextBefore) && k > 0; k-- {
+		l := byN[k]
+		if l == nil {
+			continue
+		}
+		sub := s.ctxRe.FindStringSubmatch(l.GetText())
+		if sub == nil {
+			continue
+		}
+		groups := Params{}
+		for i, name := range s.ctxRe.SubexpNames() {
+			if name != "" && sub[i] != "" {
+				groups[name] = strings.TrimSpace(sub[i])
+			}
+		}
+		return QuoteLog(m.src, l), groups
+	}
+	return nil, nil
 }

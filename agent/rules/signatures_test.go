@@ -173,7 +173,7 @@ func TestSignatureFindings(t *testing.T) {
 			name: "DKP missing protocol scheme", kind: "kubeadm", source: "/var/log/kubeadm-init.log",
 			text:      `[ERROR ImagePull]: failed to pull image k8s.gcr.io/kube-apiserver:v1.22.8: output: time="" level=fatalmsg="pulling image: rpc error: code = Unknown desc = failed to pull and unpack image \"k8s.gcr.io/kube-apiserver:v1.22.8\": failed to resolve reference \"k8s.gcr.io/kube-apiserver:v1.22.8\": get registry endpoints: parse endpoint url: parse \":///v2/<REGISTRY_URL>/dkp\": missing protocol scheme"`,
 			wantID:    "RegistryEndpointInvalid",
-			wantTitle: `a registry or mirror endpoint is malformed: parse \":///v2/<REGISTRY_URL>/dkp\": missing protocol scheme`,
+			wantTitle: `a registry or mirror endpoint is malformed: parse ":///v2/<REGISTRY_URL>/dkp": missing protocol scheme`,
 		},
 		{
 			name: "kubelet unknown flag in syslog", kind: "syslog", source: "/var/log/syslog",
@@ -215,7 +215,7 @@ func TestSignatureFindings(t *testing.T) {
 			name: "download", kind: "cloud-init-output", source: "/var/log/cloud-init-output.log",
 			text:      `curl: (22) The requested URL returned error: 404`,
 			wantID:    "BootstrapDownloadFailed",
-			wantTitle: "a bootstrap download failed: curl: (22) The requested URL returned error: 404",
+			wantTitle: "the download of a bootstrap file failed: curl: (22) The requested URL returned error: 404",
 		},
 		{
 			name: "scripts_user", kind: "cloud-init", source: "/var/log/cloud-init.log",
@@ -245,6 +245,36 @@ func TestSignatureFindings(t *testing.T) {
 				t.Errorf("evidence %v, want line 7 of %s quoted", f.Evidence, tt.source)
 			}
 		})
+	}
+}
+
+// TestSignatureContext: the line a script echoed before the failing command
+// is quoted with the failure, and names what failed.
+func TestSignatureContext(t *testing.T) {
+	ev := logsEvidence(&nodediagv1.LogExcerpt{
+		Source: "/var/log/cloud-init-output.log", Kind: "cloud-init-output",
+		Lines: []*nodediagv1.LogLine{
+			logLine(10, 0, "+ curl -fsSL --retry 3 https://example.blob.core.windows.net/debs/kubelet_1.32.0-1_amd64.deb"),
+			logLine(11, 0, "+ tee /tmp/kubelet.deb"),
+			logLine(12, 0, "curl: (22) The requested URL returned error: 404"),
+			// Too far above to be this failure's context.
+			logLine(20, 0, "+ curl -fsSL https://example.com/other"),
+			logLine(25, 0, "curl: (6) Could not resolve host: example.org"),
+		},
+	})
+	f := findingByID(analyze(t, ev, rules.Context{}), "BootstrapDownloadFailed")
+	if f == nil {
+		t.Fatal("no BootstrapDownloadFailed finding")
+	}
+	if want := "the download of https://example.blob.core.windows.net/debs/kubelet_1.32.0-1_amd64.deb failed: curl: (22) The requested URL returned error: 404"; f.Title != want {
+		t.Errorf("title\n got %s\nwant %s", f.Title, want)
+	}
+	var lines []int32
+	for _, q := range f.Evidence {
+		lines = append(lines, q.Line)
+	}
+	if diff := cmp.Diff([]int32{10, 12, 25}, lines); diff != "" {
+		t.Errorf("quoted lines (-want +got):\n%s", diff)
 	}
 }
 

@@ -255,7 +255,7 @@ func ruleKubeletNotInstalled(in *Input) []*nodediagv1.Finding {
 	return []*nodediagv1.Finding{KubeletNotInstalled.Finding(
 		Params{"unit_path": unit},
 		QuoteLine(in.KubeletConfig().GetExecStart()),
-		QuoteText(binaryVersionsProbe, "no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin"),
+		QuoteText(unit, "does not exist (no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin either)"),
 	)}
 }
 

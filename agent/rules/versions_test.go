@@ -248,13 +248,13 @@ func TestVersionRules(t *testing.T) {
 			name: "no kubelet on a kubeadm node",
 			node: vtNode{bins: []*nodediagv1.Binary{vtKubeadm("v1.32.0")}, execStart: "ExecStart=/usr/local/bin/kubelet $KUBELET_ARGS", kubeadm: &nodediagv1.Kubeadm{}},
 			want: []vtFinding{{ID: "KubeletNotInstalled", Severity: Error, Confidence: High, Title: "no kubelet binary on the node (/usr/local/bin/kubelet is what the unit runs)",
-				Quotes: []string{vtDropIn + ":11: ExecStart=/usr/local/bin/kubelet $KUBELET_ARGS", "binary-versions:0: no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin"}}},
+				Quotes: []string{vtDropIn + ":11: ExecStart=/usr/local/bin/kubelet $KUBELET_ARGS", "/usr/local/bin/kubelet:0: does not exist (no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin either)"}}},
 		},
 		{
 			name: "no kubelet, kubeadm files only",
 			node: vtNode{kubeadm: &nodediagv1.Kubeadm{}},
 			want: []vtFinding{{ID: "KubeletNotInstalled", Severity: Error, Confidence: High, Title: "no kubelet binary on the node (/usr/bin/kubelet is what the unit runs)",
-				Quotes: []string{"binary-versions:0: no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin"}}},
+				Quotes: []string{"/usr/bin/kubelet:0: does not exist (no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin either)"}}},
 		},
 		{
 			name: "no kubelet, but the binaries probe failed: no conclusion",

@@ -301,7 +301,8 @@ users:
 `,
 		"etc/kubernetes/pki/ca.crt": string(caPEM),
 	}
-	stamp := n.boot.Add(70 * time.Second)
+	// The kubelet gets its client certificate during the join (TLS bootstrap).
+	stamp := n.boot.Add(45 * time.Second)
 	name := "kubelet-client-" + stamp.Format("2006-01-02-15-04-05") + ".pem"
 	t["var/lib/kubelet/pki/"+name] = string(clientPEM("system:node:"+n.hostname, stamp, stamp.AddDate(1, 0, 0)))
 	t["var/lib/kubelet/pki/kubelet-client-current.pem"] = "->/var/lib/kubelet/pki/" + name
@@ -522,7 +523,7 @@ func (c ciRun) files() tree {
 		"run/cloud-init/enabled":         "",
 		"var/lib/cloud/instance":         "->/var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93",
 		"var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/sem/config_scripts_user": fmt.Sprintf("%d: %d\n", 1342, c.finalStart.Add(2*time.Second).Unix()),
-		"var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/scripts/runcmd":           runcmdScript,
+		"var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/scripts/runcmd":          runcmdScript,
 	}
 	if !c.finalEnd.IsZero() {
 		q := make([]string, len(c.errors))

@@ -7,7 +7,8 @@ import (
 )
 
 // A scenario is an example host: a root tree and the extra arguments of
-// `nodediag-agent check` it needs. Each is built from a failure described in
+// `nodediag-agent check` it needs (--now for copies whose logs carry no year:
+// git does not keep file times, so the time of the copy must be given). Each is built from a failure described in
 // ../shared/domain or from public reports of real kubelet, kubeadm,
 // containerd and cloud-init messages (quoted verbatim where they are known).
 type scenario struct {
@@ -233,7 +234,7 @@ To see the stack trace of this error execute with --v=5 or higher
 		s.line(at.Add(46*time.Millisecond), "systemd", 1, "kubelet.service: Failed with result 'exit-code'.")
 	})
 	t["var/log/syslog"] = s.String()
-	return scenario{name: "kubelet-1.27-container-runtime-flag", tree: t}
+	return scenario{name: "kubelet-1.27-container-runtime-flag", args: []string{"--now", "2024-05-01T00:05:00Z"}, tree: t}
 }
 
 // gallerySkew: the custom-builds script meant to replace the gallery image's
@@ -372,7 +373,7 @@ To see the stack trace of this error execute with --v=5 or higher
 	s.line(at.Add(25*time.Millisecond), "systemd", 1, "containerd.service: Main process exited, code=exited, status=1/FAILURE")
 	s.line(at.Add(26*time.Millisecond), "systemd", 1, "containerd.service: Failed with result 'exit-code'.")
 	t["var/log/syslog"] = s.String()
-	return scenario{name: "containerd-broken-config", tree: t}
+	return scenario{name: "containerd-broken-config", args: []string{"--now", "2024-05-01T00:01:00Z"}, tree: t}
 }
 
 // criPluginDisabled: Docker's containerd.io package ships config.toml with
@@ -426,7 +427,7 @@ To see the stack trace of this error execute with --v=5 or higher
 		s.line(at.Add(95*time.Millisecond), "systemd", 1, "kubelet.service: Main process exited, code=exited, status=1/FAILURE")
 	})
 	t["var/log/syslog"] = s.String()
-	return scenario{name: "swap-enabled", tree: t}
+	return scenario{name: "swap-enabled", args: []string{"--now", "2024-05-01T00:05:00Z"}, tree: t}
 }
 
 // diskFull: a running worker whose disk filled up: image pulls fail to write
@@ -463,7 +464,7 @@ func kubeletCertExpired() scenario {
 		s.line(at.Add(time.Millisecond), "kubelet", pid, klog('E', at.Add(time.Millisecond), pid, "run.go:74", `"command failed" err="failed to run Kubelet: unable to load bootstrap kubeconfig: stat /etc/kubernetes/bootstrap-kubelet.conf: no such file or directory"`))
 	})
 	t["var/log/syslog"] = s.String()
-	return scenario{name: "kubelet-client-cert-expired", tree: t}
+	return scenario{name: "kubelet-client-cert-expired", args: []string{"--now", "2025-06-12T09:00:00Z"}, tree: t}
 }
 
 // clockBehind: the VM's clock is four days behind (time sync broken at
