@@ -198,7 +198,7 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		first     time.Time
 		last      time.Time
 		seq       int
-		dropped   int64 // important lines dropped while reading
+		dropped   int64                     // important lines dropped while reading
 		before    [logsBefore]logsCandidate // the last relevant lines, for context
 		beforeN   int
 		promoted  = map[int]bool{} // seqs of context lines kept with a notable one
