@@ -13,6 +13,7 @@ import (
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/logline"
 	"github.com/nodediag/nodediag/agent/probe"
+	"github.com/nodediag/nodediag/agent/redact"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -204,9 +205,12 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		promoted  = map[int]bool{} // seqs of context lines kept with a notable one
 		included  = -1             // seq of the last line added to important
 	)
+	var keys redact.KeyBlock
 	add := func(raw string, n, fromEnd int32, cut bool) {
 		ex.TotalLines++
-		raw = strings.TrimSuffix(raw, "\r")
+		// A private key printed into a log spans lines that no single-line
+		// redaction recognises: drop them here, before they are evidence.
+		raw = keys.Line(strings.TrimSuffix(raw, "\r"))
 		p := logline.Parse(raw, ref)
 		c := logsCandidate{seq: seq, n: n, fromEnd: fromEnd, raw: raw, program: p.Program, cut: cut}
 		seq++

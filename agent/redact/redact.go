@@ -45,14 +45,50 @@ var rules = []rule{
 	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@`), "${1}" + Mark + "@"},
 	// key=value and key: value credentials, on one line.
 	{regexp.MustCompile(`(?i)\b([a-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|credentials?))(["']?[ \t]*[:=][ \t]*["']?)([^\s"',;&}]+)`), "${1}${2}" + Mark},
+	// Registry logins with a short -p flag (docker, podman, nerdctl, helm,
+	// skopeo, oras login ... -p SECRET).
+	{regexp.MustCompile(`(?i)(\blogin\b[^\n]*?\s-p(?:\s+|=))(\S+)`), "${1}" + Mark},
 	// --flag value credentials (--token, --password, --client-secret).
 	{regexp.MustCompile(`(?i)(--[a-z0-9-]*(?:password|passwd|secret|token|api-key|access-key))(\s+)([^\s-]\S*)`), "${1}${2}" + Mark},
+}
+
+// KeyBlock follows PEM private key blocks across the lines of a text, for
+// code that handles a file line by line (String sees one line at a time and
+// cannot know that a base64 line sits inside a key).
+type KeyBlock struct{ inside bool }
+
+var (
+	keyMaterial = regexp.MustCompile(`^\s*[A-Za-z0-9+/]{64,}={0,2}\s*$`)
+	hexOnly     = regexp.MustCompile(`^\s*[0-9a-fA-F]+\s*$`)
+	beginKey    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
+	endKey   = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+)
+
+// Line returns line, or Mark when it lies inside a private key block. The
+// BEGIN and END lines are left to String.
+func (k *KeyBlock) Line(line string) string {
+	if k.inside {
+		if endKey.MatchString(line) {
+			k.inside = false
+			return line
+		}
+		return Mark
+	}
+	if loc := beginKey.FindStringIndex(line); loc != nil && !endKey.MatchString(line[loc[1]:]) {
+		k.inside = true
+	}
+	return line
 }
 
 // String returns s with every secret replaced by Mark.
 func String(s string) string {
 	if s == "" {
 		return s
+	}
+	if keyMaterial.MatchString(s) && !hexOnly.MatchString(s) {
+		// A bare line of base64 is the body of a key or certificate seen
+		// out of its block (a log read from its middle): never evidence.
+		return Mark
 	}
 	for _, r := range rules {
 		s = r.re.ReplaceAllString(s, r.repl)

@@ -19,6 +19,9 @@ func TestString(t *testing.T) {
 		{"certificate key", "--certificate-key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "--certificate-key [REDACTED]"},
 		{"yaml certificateKey", `certificateKey: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"`, `certificateKey: "[REDACTED]"`},
 		{"password flag", "docker login --password hunter2 --username bob", "docker login --password [REDACTED] --username bob"},
+		{"docker login -p", "+ docker login registry.example.com -u ci -p Tr0ub4dor&3", "+ docker login registry.example.com -u ci -p [REDACTED]"},
+		{"helm registry login -p=", "helm registry login reg.io --username u -p=s3cr3t", "helm registry login reg.io --username u -p=[REDACTED]"},
+		{"-p elsewhere is not a password", "mkdir -p /etc/kubernetes/manifests", "mkdir -p /etc/kubernetes/manifests"},
 		{"password env", "REGISTRY_PASSWORD=s3cr3t ./seed.sh", "REGISTRY_PASSWORD=[REDACTED] ./seed.sh"},
 		{"json password", `{"username":"bob","password":"s3cr3t"}`, `{"username":"bob","password":"[REDACTED]"}`},
 		{"client secret", "AZURE_CLIENT_SECRET: abc~def.ghi", "AZURE_CLIENT_SECRET: [REDACTED]"},
@@ -31,7 +34,9 @@ func TestString(t *testing.T) {
 		{"kubeconfig key data", "    client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=", "    client-key-data: [REDACTED]"},
 		{"private key block", "x\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\ny", "x\n-----BEGIN RSA PRIVATE KEY-----[REDACTED]-----END RSA PRIVATE KEY-----\ny"},
 		{"private key cut by an excerpt", "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB", "-----BEGIN EC PRIVATE KEY-----[REDACTED]-----END EC PRIVATE KEY-----"},
+		{"bare base64 line", "MIIEowIBAAKCAQEA0planted0secret0key0material0do0not0leak0xxxxxxxxxxxxx", "[REDACTED]"},
 		// What must survive: diagnosis needs it.
+		{"a sha256 digest", "8c62b24d4b1f4a4c2f1b0b6e0d8b9a1e6a5b2c3d4e5f60718293a4b5c6d7e8f9", "8c62b24d4b1f4a4c2f1b0b6e0d8b9a1e6a5b2c3d4e5f60718293a4b5c6d7e8f9"},
 		{"prose about tokens", "kubeadm join was refused: the bootstrap token is invalid or expired", "kubeadm join was refused: the bootstrap token is invalid or expired"},
 		{"kubeadm discovery error", `could not find a JWS signature in the cluster-info ConfigMap for token ID "5xf60f"`, `could not find a JWS signature in the cluster-info ConfigMap for token ID "5xf60f"`},
 		{"CA hash is public", "--discovery-token-ca-cert-hash sha256:c7154756e6dfc460f76beca9998c9ae3ce49003b129c6a75752c35571748d91e", "--discovery-token-ca-cert-hash sha256:c7154756e6dfc460f76beca9998c9ae3ce49003b129c6a75752c35571748d91e"},
@@ -84,4 +89,37 @@ func FuzzString(f *testing.F) {
 			t.Errorf("not idempotent: %q → %q → %q", s, once, String(once))
 		}
 	})
+}
+
+func TestKeyBlock(t *testing.T) {
+	lines := []string{
+		"+ cat /tmp/key.pem",
+		"-----BEGIN RSA PRIVATE KEY-----",
+		"MIIEowIBAAKCAQEA0planted0secret0key0material",
+		"yMhD2k9ZL6Bv1vYk2c8Zs9S7Xo4nBnJ5O6w==",
+		"-----END RSA PRIVATE KEY-----",
+		"after the key",
+		"-----BEGIN CERTIFICATE-----",
+		"MIIBszCCAVmgAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJlcm5ldGVz",
+	}
+	var kb KeyBlock
+	var got []string
+	for _, l := range lines {
+		got = append(got, String(kb.Line(l)))
+	}
+	want := []string{
+		"+ cat /tmp/key.pem",
+		"-----BEGIN RSA PRIVATE KEY-----[REDACTED]-----END RSA PRIVATE KEY-----",
+		"[REDACTED]",
+		"[REDACTED]",
+		"-----END RSA PRIVATE KEY-----",
+		"after the key",
+		"-----BEGIN CERTIFICATE-----",
+		"[REDACTED]",
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
 }

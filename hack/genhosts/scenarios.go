@@ -624,14 +624,3 @@ MIIEowIBAAKCAQEA0planted0secret0key0material0do0not0leak0xxxxxxxxxxxxx
 `+scriptsFailed("05:31"))
 	return scenario{name: "planted-secrets", tree: t}
 }
-
-// Secrets planted in plantedSecrets: none may appear in any output.
-var plantedSecretValues = []string{
-	"jlq4b8e3ns7kz2rd",
-	"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-	"Tr0ub4dor&3",
-	"Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0",
-	"planted0secret0key0material",
-	"c2VjcmV0LXBheWxvYWQ",
-	"ivq4oz3bz2r7cthk",
-}

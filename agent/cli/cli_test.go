@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/nodediag/nodediag/agent/host/hosttest"
+	"github.com/nodediag/nodediag/agent/report"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// plantedSecrets are the secrets hack/genhosts planted in the
+// planted-secrets example host: none may leave the agent, in any output.
+var plantedSecrets = []string{
+	"jlq4b8e3ns7kz2rd",                     // bootstrap token secret (kubeadm join --token, the join config)
+	"9f86d081884c7d659a2feaa0c55ad015",     // kubeadm --certificate-key
+	"Tr0ub4dor&3",                          // registry password
+	"Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0", // SAS signature
+	"planted0secret0key0material",          // private key block in a log
+	"c2VjcmV0LXBheWxvYWQ",                  // kubeconfig bearer token
+	"PRIVATE KEY-----\nM",                  // any PEM private key body
+}
+
+func TestPlantedSecretsNeverLeave(t *testing.T) {
+	root := filepath.Join(scenarioDir, "planted-secrets", "root")
+	// The secrets are really there: the test would prove nothing otherwise.
+	var all bytes.Buffer
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			all.Write(b)
+		}
+		return nil
+	})
+	for _, s := range plantedSecrets[:6] {
+		if !strings.Contains(all.String(), s) {
+			t.Fatalf("the planted-secrets host lacks %q: regenerate it (make hosts)", s)
+		}
+	}
+
+	outputs := map[string]string{}
+	for _, o := range []string{"text", "json", "compact"} {
+		out, stderr, code := run(t, "check", "--root", root, "--output", o)
+		if code == ExitUsage {
+			t.Fatalf("--output %s: %s", o, stderr)
+		}
+		outputs[o] = out + stderr
+	}
+	// The full evidence, as a bundle or a stream would carry it.
+	r, err := check(context.Background(), checkOptions{root: root, output: "json", exec: "local", timeout: timeoutForTests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protojson.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs["evidence"] = string(b)
+	if !strings.Contains(outputs["evidence"], "[REDACTED]") {
+		t.Error("the evidence shows no redaction at all: was the secret-bearing log read?")
+	}
+	for name, out := range outputs {
+		for _, s := range plantedSecrets {
+			if strings.Contains(out, s) {
+				t.Errorf("%s output leaks %q", name, s)
+			}
+		}
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	root := hosttest.Tree(t, map[string]string{"etc/hostname": "n1\n"}).Root
+	for _, args := range [][]string{
+		nil,
+		{"nosuch"},
+		{"check", "--output", "yaml", "--root", root},
+		{"check", "--exec", "ssh", "--root", root},
+		{"check", "--since", "yesterday", "--root", root},
+		{"check", "--now", "soon", "--root", root},
+		{"check", "--probe", "nosuch", "--root", root},
+		{"check", "--root", filepath.Join(root, "missing")},
+		{"check", "--root", root, "extra"},
+		{"check", "--rules-dir", filepath.Join(root, "etc"), "--root", root},
+		{"check", "--bogus-flag"},
+	} {
+		if _, _, code := run(t, args...); code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+	if out, _, code := run(t, "version"); code != ExitOK || !strings.HasPrefix(out, "nodediag-agent ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+}
+
+func TestProbeSelection(t *testing.T) {
+	root := filepath.Join(scenarioDir, "swap-enabled", "root")
+	js, stderr, code := run(t, "check", "--root", root, "--output", "json", "--probe", "swap,os", "--now", "2024-05-01T00:05:00Z")
+	if code != ExitFindings {
+		t.Fatalf("exit %d (%s), want 1: swap alone proves SwapEnabled", code, stderr)
+	}
+	var r nodediagv1.Report
+	if err := protojson.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range r.Probes {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, ",") != "os,swap" {
+		t.Errorf("probes run: %v, want os and swap only", names)
+	}
+	if len(r.Findings) == 0 || r.Findings[0].Id != "SwapEnabled" {
+		t.Errorf("findings %v, want SwapEnabled first", r.Findings)
+	}
+	_, _, code = run(t, "check", "--root", root, "--skip", "swap,logs", "--now", "2024-05-01T00:05:00Z")
+	if code != ExitFindings {
+		t.Errorf("with swap skipped the bootstrap failure still shows: exit %d, want 1", code)
+	}
+}
+
+// TestExecNone: with --exec none no binary of the root runs, and what the
+// versions could not tell is reported as a gap, not as a healthy node.
+func TestExecNone(t *testing.T) {
+	h := hosttest.Tree(t, map[string]string{
+		"usr/bin/kubelet":       "#!/bin/sh\ntouch /proc/self/../../tmp/nodediag-exec-none-ran 2>/dev/null\necho 'Kubernetes v1.35.0'\n",
+		"etc/sysconfig/kubelet": "KUBELET_EXTRA_ARGS=--pod-infra-container-image=x\n",
+	})
+	marker := filepath.Join(h.Root, "ran")
+	os.WriteFile(filepath.Join(h.Root, "usr/bin/kubelet"), []byte("#!/bin/sh\ntouch "+marker+"\necho 'Kubernetes v1.35.0'\n"), 0o755)
+	out, stderr, code := run(t, "check", "--root", h.Root, "--exec", "none")
+	if code == ExitUsage {
+		t.Fatal(stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("--exec none ran a binary of the root")
+	}
+	if strings.Contains(out, "KubeletRemovedFlag") {
+		t.Errorf("without the kubelet's version, the flag cannot be judged removed:\n%s", out)
+	}
+	// The same tree, run for real, does judge it.
+	out, _, _ = run(t, "check", "--root", h.Root)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("--exec local did not run the kubelet")
+	}
+	if !strings.Contains(out, "KubeletRemovedFlag") {
+		t.Errorf("with the kubelet's version the removed flag is found:\n%s", out)
+	}
+}
+
+// TestUnreadableIsReportedNotFatal: a file the agent cannot read (here a
+// FIFO where a log should be) is a gap in the report; the rest is still read.
+func TestUnreadableIsReportedNotFatal(t *testing.T) {
+	h := hosttest.Tree(t, map[string]string{
+		"proc/swaps":    "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n",
+		"var/log/x.log": "",
+	})
+	if err := mkfifo(filepath.Join(h.Root, "var/log/syslog")); err != nil {
+		t.Skip(err)
+	}
+	out, stderr, code := run(t, "check", "--root", h.Root)
+	if code != ExitFindings {
+		t.Fatalf("exit %d (%s), want 1", code, stderr)
+	}
+	if !strings.Contains(out, "SwapEnabled") || !strings.Contains(out, "/var/log/syslog") {
+		t.Errorf("want the swap finding and the unreadable syslog as a gap:\n%s", out)
+	}
+}
+
+func TestCompactFitsRunCommand(t *testing.T) {
+	for _, s := range scenarios(t) {
+		out, _, _ := run(t, append(s.args, "--output", "compact")...)
+		if len(out) > report.MaxCompact {
+			t.Errorf("%s: compact output is %d bytes", s.name, len(out))
+		}
+	}
+}
