@@ -11,6 +11,7 @@ package redact
 
 import (
 	"regexp"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -22,34 +23,41 @@ const Mark = "[REDACTED]"
 type rule struct {
 	re   *regexp.Regexp
 	repl string
+	// hints: the rule only runs on text containing one of these (lower
+	// case). Every report string passes here, so most must be cheap no-ops.
+	hints []string
 }
+
+// credentialWords are the words that name a credential in key=value and
+// --flag value forms.
+var credentialWords = []string{"password", "passwd", "secret", "token", "api", "access", "credential"}
 
 var rules = []rule{
 	// PEM private key blocks, whole or cut off by an excerpt boundary.
-	{regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`), "-----BEGIN ${1}PRIVATE KEY-----" + Mark + "-----END ${1}PRIVATE KEY-----"},
+	{regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`), "-----BEGIN ${1}PRIVATE KEY-----" + Mark + "-----END ${1}PRIVATE KEY-----", []string{"private key"}},
 	// Base64 key material in kubeconfigs and similar YAML.
-	{regexp.MustCompile(`(?i)((?:client-key-data|private-key|privateKey|key-data)["']?\s*[:=]\s*["']?)[A-Za-z0-9+/=_-]{8,}`), "${1}" + Mark},
+	{regexp.MustCompile(`(?i)((?:client-key-data|private-key|privateKey|key-data)["']?\s*[:=]\s*["']?)[A-Za-z0-9+/=_-]{8,}`), "${1}" + Mark, []string{"key-data", "private-key", "privatekey"}},
 	// Kubernetes bootstrap tokens: [a-z0-9]{6}.[a-z0-9]{16}. The ID before
 	// the dot is public (it names the token in kubeadm token list).
-	{regexp.MustCompile(`\b([a-z0-9]{6})\.[a-z0-9]{16}\b`), "${1}." + Mark},
+	{regexp.MustCompile(`\b([a-z0-9]{6})\.[a-z0-9]{16}\b`), "${1}." + Mark, []string{"."}},
 	// kubeadm --certificate-key / certificateKey: decrypts the uploaded
 	// control-plane certificates.
-	{regexp.MustCompile(`(?i)(certificate[-_]?key["']?\s*[:= ]\s*["']?)[0-9a-f]{32,}`), "${1}" + Mark},
+	{regexp.MustCompile(`(?i)(certificate[-_]?key["']?\s*[:= ]\s*["']?)[0-9a-f]{32,}`), "${1}" + Mark, []string{"certificate"}},
 	// Authorization headers.
-	{regexp.MustCompile(`(?i)\b(authorization["']?\s*[:=]\s*["']?(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Mark},
-	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{16,}`), "${1}" + Mark},
+	{regexp.MustCompile(`(?i)\b(authorization["']?\s*[:=]\s*["']?(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Mark, []string{"authorization"}},
+	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{16,}`), "${1}" + Mark, []string{"bearer"}},
 	// Azure SAS signature and storage account keys.
-	{regexp.MustCompile(`(?i)([?&](?:sig|signature)=)[^&\s"']+`), "${1}" + Mark},
-	{regexp.MustCompile(`(?i)(AccountKey=)[^;\s"']+`), "${1}" + Mark},
+	{regexp.MustCompile(`(?i)([?&](?:sig|signature)=)[^&\s"']+`), "${1}" + Mark, []string{"sig=", "signature="}},
+	{regexp.MustCompile(`(?i)(AccountKey=)[^;\s"']+`), "${1}" + Mark, []string{"accountkey="}},
 	// user:password@ in URLs.
-	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@`), "${1}" + Mark + "@"},
+	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@`), "${1}" + Mark + "@", []string{"@"}},
 	// key=value and key: value credentials, on one line.
-	{regexp.MustCompile(`(?i)\b([a-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|credentials?))(["']?[ \t]*[:=][ \t]*["']?)([^\s"',;&}]+)`), "${1}${2}" + Mark},
+	{regexp.MustCompile(`(?i)\b([a-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|credentials?))(["']?[ \t]*[:=][ \t]*["']?)([^\s"'}]+)`), "${1}${2}" + Mark, credentialWords},
 	// Registry logins with a short -p flag (docker, podman, nerdctl, helm,
 	// skopeo, oras login ... -p SECRET).
-	{regexp.MustCompile(`(?i)(\blogin\b[^\n]*?\s-p(?:\s+|=))(\S+)`), "${1}" + Mark},
+	{regexp.MustCompile(`(?i)(\blogin\b[^\n]*?\s-p(?:\s+|=))(\S+)`), "${1}" + Mark, []string{"login"}},
 	// --flag value credentials (--token, --password, --client-secret).
-	{regexp.MustCompile(`(?i)(--[a-z0-9-]*(?:password|passwd|secret|token|api-key|access-key))(\s+)([^\s-]\S*)`), "${1}${2}" + Mark},
+	{regexp.MustCompile(`(?i)(--[a-z0-9-]*(?:password|passwd|secret|token|api-key|access-key))(\s+)([^\s-]\S*)`), "${1}${2}" + Mark, credentialWords},
 }
 
 // KeyBlock follows PEM private key blocks across the lines of a text, for
@@ -61,7 +69,7 @@ var (
 	keyMaterial = regexp.MustCompile(`^\s*[A-Za-z0-9+/]{64,}={0,2}\s*$`)
 	hexOnly     = regexp.MustCompile(`^\s*[0-9a-fA-F]+\s*$`)
 	beginKey    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
-	endKey   = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+	endKey      = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
 )
 
 // Line returns line, or Mark when it lies inside a private key block. The
@@ -90,8 +98,12 @@ func String(s string) string {
 		// out of its block (a log read from its middle): never evidence.
 		return Mark
 	}
+	lower := strings.ToLower(s)
 	for _, r := range rules {
-		s = r.re.ReplaceAllString(s, r.repl)
+		if containsAny(lower, r.hints) {
+			s = r.re.ReplaceAllString(s, r.repl)
+			lower = strings.ToLower(s)
+		}
 	}
 	return s
 }
@@ -140,4 +152,13 @@ func walk(m protoreflect.Message) {
 		}
 		return true
 	})
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

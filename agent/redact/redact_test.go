@@ -23,6 +23,7 @@ func TestString(t *testing.T) {
 		{"helm registry login -p=", "helm registry login reg.io --username u -p=s3cr3t", "helm registry login reg.io --username u -p=[REDACTED]"},
 		{"-p elsewhere is not a password", "mkdir -p /etc/kubernetes/manifests", "mkdir -p /etc/kubernetes/manifests"},
 		{"password env", "REGISTRY_PASSWORD=s3cr3t ./seed.sh", "REGISTRY_PASSWORD=[REDACTED] ./seed.sh"},
+		{"password with & and ;", "REGISTRY_PASSWORD=Tr0ub4dor&3;x", "REGISTRY_PASSWORD=[REDACTED]"},
 		{"json password", `{"username":"bob","password":"s3cr3t"}`, `{"username":"bob","password":"[REDACTED]"}`},
 		{"client secret", "AZURE_CLIENT_SECRET: abc~def.ghi", "AZURE_CLIENT_SECRET: [REDACTED]"},
 		{"sas url", `curl: (22) The requested URL returned error: 403 https://acct.blob.core.windows.net/bin/kubelet?sv=2022-11-02&se=2024-05-01T00%3A00%3A00Z&sp=r&sig=AbC%2BdEf%3D`,

@@ -52,6 +52,7 @@ type Signature struct {
 
 	file    string
 	re      *regexp.Regexp
+	hints   []string // see requiredLiterals
 	ctxRe   *regexp.Regexp
 	persist time.Duration
 	kinds   map[string]bool
@@ -63,7 +64,12 @@ func (s *Signature) File() string { return s.file }
 // Matches says whether the signature claims line in a log of this kind,
 // ignoring the others.
 func (s *Signature) Matches(kind, line string) bool {
-	return s.appliesTo(kind) && s.re.MatchString(line)
+	lower, ascii := lowerASCII(line)
+	return s.matches(kind, line, lower, ascii)
+}
+
+func (s *Signature) matches(kind, line, lower string, ascii bool) bool {
+	return s.appliesTo(kind) && mayMatch(s.hints, lower, ascii) && s.re.MatchString(line)
 }
 
 type signatureFile struct {
@@ -125,6 +131,7 @@ func (s *Signature) compile() error {
 		return err
 	}
 	s.re = re
+	s.hints = requiredLiterals(s.Match)
 	if (s.ContextBefore > 0) != (s.ContextMatch != "") {
 		return fmt.Errorf("context_before and context_match go together")
 	}
@@ -162,8 +169,9 @@ func (s *Signature) appliesTo(kind string) bool {
 // Claim returns the first signature of sigs that matches line in a log of
 // this kind, or nil.
 func Claim(sigs []*Signature, kind, line string) *Signature {
+	lower, ascii := lowerASCII(line)
 	for _, s := range sigs {
-		if s.Matches(kind, line) {
+		if s.matches(kind, line, lower, ascii) {
 			return s
 		}
 	}
