@@ -6,7 +6,7 @@ LDFLAGS  := -s -w -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/intern
 GOBUILD  := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 PROTOS   := proto/nodediag/v1/nodediag.proto
 
-.PHONY: all build test lint protos check-protos demo bench golden help clean
+.PHONY: all build test lint protos check-protos demo bench hosts golden help clean
 
 all: lint check-protos test build ## what CI runs
 
@@ -37,11 +37,14 @@ check-protos: protos ## fail when the committed generated code differs from the 
 demo: build ## run the agent on every example host shipped in the repo (no cluster needed)
 	@./scripts/demo.sh bin/nodediag-agent
 
-bench: build ## benchmarks: a full check (wall, allocations, RSS) and the agent's size
-	go test -run '^$$' -bench . -benchmem ./...
+bench: ## benchmarks: a full check as a process (wall, peak RSS, binary size) beside the manual run-command script, and in process
+	go test -run '^$$' -bench . -benchmem -benchtime 10x ./cmd/nodediag-agent ./agent/...
 
-golden: ## rewrite the golden outputs of the scenarios (review the diff!)
-	go test ./agent/... -update
+hosts: ## regenerate the example hosts of agent/testdata/hosts from hack/genhosts
+	go run ./hack/genhosts
+
+golden: ## rewrite the golden outputs of the example hosts (review the diff!)
+	go test ./agent/cli -update
 
 clean:
 	rm -rf bin
