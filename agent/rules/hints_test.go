@@ -17,7 +17,7 @@ func TestRequiredLiterals(t *testing.T) {
 		{`curl: \((?:6|7|22)\) .*`, []string{"curl: ("}},
 		{`E: Unable to locate package|dpkg: error processing (?:archive|package)`, []string{"e: unable to locate package", "dpkg: error processing "}},
 		{`\[ERROR (?P<check>[\w-]+)\]`, []string{"[error "}},
-		{`a|bc`, nil},        // too short to help
+		{`a|bc`, nil}, // too short to help
 		{`(?:x509)?cert`, []string{"cert"}},
 		{`.*`, nil},
 	}
