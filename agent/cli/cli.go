@@ -134,6 +134,9 @@ func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
 	default:
 		return nil, fmt.Errorf("--output %q: want text, json or compact", o.output)
 	}
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
+	}
 	var runner host.Runner
 	switch o.exec {
 	case "local":

@@ -88,6 +88,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"check", "--root", root, "extra"},
 		{"check", "--rules-dir", filepath.Join(root, "etc"), "--root", root},
 		{"check", "--bogus-flag"},
+		{"check", "--timeout", "0s", "--root", root},
 	} {
 		if _, _, code := run(t, args...); code != ExitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, ExitUsage)

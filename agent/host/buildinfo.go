@@ -12,8 +12,8 @@ import (
 // when running the node's binaries is disabled (a copy of a host examined
 // elsewhere) or impossible (no execute bit, another architecture).
 //
-// Only regular files are read (a FIFO or a device never blocks the agent);
-// symlinks are followed inside Root. A file that is not a Go executable is an
+// Only regular files are opened (a FIFO or a device is never opened, see
+// open); symlinks are followed inside Root. A file that is not a Go executable is an
 // error. Errors name the host path.
 func (h *Host) BuildInfo(name string) (*debug.BuildInfo, error) {
 	f, err := h.open(name)

@@ -8,9 +8,9 @@
 //     inside Root, symlinks included: an absolute symlink on the node points
 //     into Root, never into the agent's own filesystem, and ".." never climbs
 //     out of Root.
-//   - Reads are bounded and read-only: files are opened O_RDONLY|O_NONBLOCK,
-//     only regular files are read (a FIFO or a device never blocks the agent),
-//     and no read returns more than a cap.
+//   - Reads are bounded and read-only: only regular files are opened (a
+//     FIFO or a device is never opened: opening some devices acts on them),
+//     always O_RDONLY|O_NONBLOCK, and no read returns more than a cap.
 //   - A permission error is an error, never "absent": Exists returns false
 //     only for fs.ErrNotExist.
 //   - Errors name the host path, not the path under Root, so that they can be
@@ -32,6 +32,7 @@ import (
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultMaxRead is the cap of ReadFile: no configuration file the agent
@@ -42,8 +43,13 @@ const DefaultMaxRead = 16 << 20
 var ErrTooLarge = errors.New("file larger than the read limit")
 
 // ErrNotRegular is returned (wrapped) when a read targets something that is
-// not a regular file (a directory, a FIFO, a device, a socket).
+// not a regular file (a directory, a FIFO, a device, a socket). Such a file
+// is never opened.
 var ErrNotRegular = errors.New("not a regular file")
+
+// ErrChanged is returned (wrapped) when the file opened is not the file that
+// was checked before opening it: the path was changed in between.
+var ErrChanged = errors.New("file replaced while being opened")
 
 // Host is a node seen through its root directory.
 type Host struct {
@@ -157,7 +163,13 @@ func (h *Host) ReadFileLimit(name string, max int64) (data []byte, truncated boo
 
 // ReadHeadTail reads a regular file whole when it is at most head+tail bytes;
 // otherwise it reads its first head and last tail bytes, and skipped is the
-// number of bytes in between that were not read.
+// number of bytes in between that were not read. size is the file's size when
+// it was opened.
+//
+// A file that shrinks while it is read (logrotate's copytruncate empties a
+// log the agent is reading) is not an error: what could still be read is
+// returned, and size then describes what was read when the file shrank into
+// its head (see readHeadTail).
 func (h *Host) ReadHeadTail(name string, head, tail int64) (first, last []byte, size, skipped int64, err error) {
 	f, err := h.open(name)
 	if err != nil {
@@ -170,45 +182,120 @@ func (h *Host) ReadHeadTail(name string, head, tail int64) (first, last []byte, 
 	}
 	size = fi.Size()
 	if size <= head+tail {
-		// Sizes of files in /proc are 0; the limit still holds.
+		// Sizes of files in /proc are 0; the limit still holds. A file that
+		// shrinks meanwhile simply gives fewer bytes.
 		b, err := io.ReadAll(io.LimitReader(f, head+tail))
 		if err != nil {
 			return nil, nil, 0, 0, h.hostErr("read", name, err)
 		}
 		return b, nil, int64(len(b)), 0, nil
 	}
-	first = make([]byte, head)
-	if _, err := io.ReadFull(f, first); err != nil {
+	first, last, size, skipped, err = readHeadTail(f, size, head, tail)
+	if err != nil {
 		return nil, nil, 0, 0, h.hostErr("read", name, err)
 	}
+	return first, last, size, skipped, nil
+}
+
+// readHeadTail reads the first head and the last tail bytes of r, whose size
+// was size (larger than head+tail) when it was measured.
+//
+// When r has shrunk since (a short read ending in io.EOF), what could be read
+// is returned, never an error:
+//   - a head shorter than head: r now ends inside its head, which was read
+//     whole; it is returned alone, with size the bytes read and skipped 0;
+//   - a tail shorter than tail (possibly empty): the bytes from size-tail to
+//     r's new end; size and skipped describe the file as it was measured.
+//
+// Any other read error is returned.
+func readHeadTail(r io.ReaderAt, size, head, tail int64) (first, last []byte, readSize, skipped int64, err error) {
+	first = make([]byte, head)
+	n, err := r.ReadAt(first, 0)
+	if int64(n) < head {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, 0, 0, err
+		}
+		return first[:n], nil, int64(n), 0, nil
+	}
 	last = make([]byte, tail)
-	n, err := f.ReadAt(last, size-tail)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, nil, 0, 0, h.hostErr("read", name, err)
+	n, err = r.ReadAt(last, size-tail)
+	if int64(n) < tail && err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, 0, 0, err
 	}
 	return first, last[:n], size, size - head - tail, nil
 }
 
-// open opens a regular file read-only without blocking on FIFOs.
+// open opens a regular file read-only without ever opening anything else.
+//
+// Opening is an action on the node: opening /dev/watchdog arms it (the node
+// reboots when nobody feeds it), opening a tape device rewinds it, opening a
+// FIFO without O_NONBLOCK waits for a writer. So the resolved path is
+// stat'ed first (following symlinks, as the open does) and only a regular
+// file is opened, with O_NONBLOCK|O_NOCTTY in case a race swapped it
+// between the stat and the open; the handle is then fstat'ed and refused
+// when it is not the very file that was stat'ed, or not a regular file.
+// Under a root other than "/" the path is resolved (SecureJoin) and opened
+// with O_NOFOLLOW, so a symlink swapped in as its last component is refused
+// too.
 func (h *Host) open(name string) (*os.File, error) {
 	p, err := h.Path(name)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	before, err := os.Stat(p)
 	if err != nil {
 		return nil, h.hostErr("open", name, err)
 	}
-	fi, err := f.Stat()
+	if !before.Mode().IsRegular() {
+		return nil, notRegular(name, before)
+	}
+	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	if h.Root != "/" {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(p, flags, 0)
+	if err != nil {
+		return nil, h.hostErr("open", name, err)
+	}
+	after, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, h.hostErr("stat", name, err)
 	}
-	if !fi.Mode().IsRegular() {
+	if !after.Mode().IsRegular() {
 		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fi.Mode().Type())}
+		return nil, notRegular(name, after)
+	}
+	if !os.SameFile(before, after) {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrChanged}
 	}
 	return f, nil
+}
+
+// notRegular is the error for a host path that is not a regular file.
+func notRegular(name string, fi fs.FileInfo) error {
+	return &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, describeType(fi.Mode()))}
+}
+
+// describeType names the type of a file that is not regular.
+func describeType(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	default:
+		return "type " + t.String()
+	}
 }
 
 // Stat follows symlinks (inside Root).
@@ -251,12 +338,23 @@ func (h *Host) ReadDir(name string) ([]fs.DirEntry, error) {
 	return ents, nil
 }
 
-// Live says whether Root is a running system (its /proc is mounted) rather
-// than a copy of one. Measurements that only make sense on a live system
-// (statfs of a path, the clock) depend on it.
+// Live says whether Root is a running system rather than a copy of one: its
+// /proc is a procfs mount. Measurements that only make sense on a live system
+// (statfs of a path, the boot time, the kernel's host name) depend on it.
+//
+// Files under <root>/proc are not enough: a copy of a host (a sosreport-style
+// tree, a careless cp -a of /proc) carries them too, and taking it for live
+// would measure the analyst's disk and report stale kernel values.
 func (h *Host) Live() bool {
-	ok, err := h.Exists("/proc/self/stat")
-	return err == nil && ok
+	p, err := h.Path("/proc")
+	if err != nil {
+		return false
+	}
+	var sf unix.Statfs_t
+	if err := unix.Statfs(p, &sf); err != nil {
+		return false
+	}
+	return sf.Type == unix.PROC_SUPER_MAGIC
 }
 
 // Run runs a node binary (a host path) with args, bounded by CmdTimeout, and

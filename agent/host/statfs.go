@@ -43,6 +43,11 @@ type Usage struct {
 	// InodesUsedPercent is used/total*100, as df -i; 0 when the filesystem
 	// reports no inodes (btrfs, some network filesystems).
 	InodesUsedPercent float64
+	// ReadOnly says the filesystem is mounted read-only (ST_RDONLY in
+	// f_flag). Nothing can fill such a filesystem: an immutable image
+	// (squashfs, erofs, composefs "/" of FCOS/RHCOS-style nodes) is always
+	// 100% used, by construction.
+	ReadOnly bool
 }
 
 // Usage measures the filesystem holding the host path name.
@@ -93,6 +98,7 @@ func usageOf(dev uint64, sf *unix.Statfs_t) Usage {
 		UsedBytes:   (uint64(sf.Blocks) - uint64(sf.Bfree)) * bsize,
 		InodesTotal: uint64(sf.Files),
 		InodesFree:  uint64(sf.Ffree),
+		ReadOnly:    sf.Flags&unix.ST_RDONLY != 0,
 	}
 	if d := u.UsedBytes + u.FreeBytes; d > 0 {
 		u.UsedPercent = float64(u.UsedBytes) / float64(d) * 100

@@ -36,10 +36,16 @@ func newRoot(t *testing.T, dirs ...string) (*Host, string) {
 // when this process may not mount (not root, or no CAP_SYS_ADMIN).
 func mountTmpfs(t *testing.T, dir, opts string) {
 	t.Helper()
+	mountTmpfsFlags(t, dir, 0, opts)
+}
+
+// mountTmpfsFlags is mountTmpfs with mount flags (unix.MS_RDONLY).
+func mountTmpfsFlags(t *testing.T, dir string, flags uintptr, opts string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: mounting a tmpfs to make a real full filesystem needs root (run the tests as root to cover statfs)")
 	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			t.Skipf("skipping: mount tmpfs on %s: %v (no CAP_SYS_ADMIN)", dir, err)
 		}
@@ -236,6 +242,29 @@ func TestUsageLiveRoot(t *testing.T) {
 	mp, fstype, err := h.MountPoint(filepath.Join(dir, "not-yet-created"))
 	if err != nil || mp != dir || fstype != "tmpfs" {
 		t.Errorf("MountPoint(%s/...) = %q, %q, %v; want %s, tmpfs", dir, mp, fstype, err, dir)
+	}
+}
+
+// A read-only filesystem (an immutable image's "/") says so; a writable one
+// does not.
+func TestUsageReadOnly(t *testing.T) {
+	h, root := newRoot(t, "usr", "var")
+	mountTmpfsFlags(t, filepath.Join(root, "usr"), unix.MS_RDONLY, "size=1m")
+	mountTmpfs(t, filepath.Join(root, "var"), "size=1m")
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/usr", true},
+		{"/var", false},
+	} {
+		u, err := h.Usage(tt.path)
+		if err != nil {
+			t.Fatalf("Usage(%s): %v", tt.path, err)
+		}
+		if u.ReadOnly != tt.want {
+			t.Errorf("Usage(%s).ReadOnly = %v, want %v", tt.path, u.ReadOnly, tt.want)
+		}
 	}
 }
 

@@ -88,25 +88,41 @@ const yearSlack = 24 * time.Hour
 // (without its newline). ref stands for when the log was last written; it
 // gives the year to formats that have none: the year of ref, or the year
 // before when that would put the line more than a day after ref. Times
-// without a zone are taken as UTC.
+// without a zone are taken as UTC; ParseIn takes them in the host's zone.
 func Parse(text string, ref time.Time) Line {
+	return ParseIn(text, ref, time.UTC)
+}
+
+// clock is what dates a line without a year or a zone.
+type clock struct {
+	ref time.Time
+	loc *time.Location
+}
+
+// ParseIn is Parse for a host whose local zone is loc: syslog, klog,
+// cloud-init.log and wget write local time without saying which (on a
+// UTC+2 host "May  1 02:02:00" is 00:02 UTC).
+func ParseIn(text string, ref time.Time, loc *time.Location) Line {
 	l := Line{Message: text}
 	if text == "" {
 		return l
 	}
-	ref = ref.UTC()
+	if loc == nil {
+		loc = time.UTC
+	}
+	c := clock{ref: ref.UTC(), loc: loc}
 	msgStart := 0
-	switch c := text[0]; {
-	case c >= '0' && c <= '9':
-		msgStart = parseDigitStart(text, &l)
-	case c >= 'A' && c <= 'S' && parseSyslogStart(text, ref, &l):
+	switch ch := text[0]; {
+	case ch >= '0' && ch <= '9':
+		msgStart = parseDigitStart(text, &l, c.loc)
+	case ch >= 'A' && ch <= 'S' && parseSyslogStart(text, c, &l):
 		msgStart = len(text) - len(l.Message)
-	case c == 'C' && strings.HasPrefix(text, "Cloud-init v. "):
+	case ch == 'C' && strings.HasPrefix(text, "Cloud-init v. "):
 		parseCloudInitStage(text, &l)
 		return l
-	case (c == '+' || c == '!') && parseCAPIScript(text, &l):
+	case (ch == '+' || ch == '!') && parseCAPIScript(text, &l, c.loc):
 		return l
-	case c == '[':
+	case ch == '[':
 		// Kernel console prefix: "[   27.43] cloud-init[1047]: msg" (no
 		// absolute time).
 		if i := strings.Index(text, "] "); i > 0 && i < 20 && isUptime(text[1:i]) {
@@ -117,14 +133,14 @@ func Parse(text string, ref time.Time) Line {
 			}
 		}
 	}
-	parseInner(text, msgStart, ref, &l)
+	parseInner(text, msgStart, c, &l)
 	return l
 }
 
 // parseDigitStart handles lines starting with a digit: RFC 3339 (rsyslog,
 // journalctl -o short-iso), cloud-init.log, and "date time" prefixes. It
 // returns where the message starts.
-func parseDigitStart(text string, l *Line) int {
+func parseDigitStart(text string, l *Line, loc *time.Location) int {
 	if len(text) < 19 || !isDate(text[:10]) {
 		return 0
 	}
@@ -134,7 +150,7 @@ func parseDigitStart(text string, l *Line) int {
 		if end < 0 {
 			end = len(text)
 		}
-		t, ok := parseRFC3339(text[:end])
+		t, ok := parseRFC3339(text[:end], loc)
 		if !ok {
 			return 0
 		}
@@ -173,7 +189,7 @@ func parseDigitStart(text string, l *Line) int {
 		if frac > 0 {
 			layout += string(text[19]) + strings.Repeat("0", frac)
 		}
-		t, err := time.Parse(layout, text[:end])
+		t, err := time.ParseInLocation(layout, text[:end], loc)
 		if err != nil {
 			return 0
 		}
@@ -198,7 +214,7 @@ func parseDigitStart(text string, l *Line) int {
 
 // parseSyslogStart handles "May  1 00:01:40 host tag[pid]: msg" and
 // "May 01 00:01:40.123456 host tag: msg".
-func parseSyslogStart(text string, ref time.Time, l *Line) bool {
+func parseSyslogStart(text string, c clock, l *Line) bool {
 	if len(text) < 15 || text[3] != ' ' {
 		return false
 	}
@@ -239,7 +255,7 @@ func parseSyslogStart(text string, ref time.Time, l *Line) bool {
 		return false
 	}
 	hh, mm, ss := atoi2(clock[0:2]), atoi2(clock[3:5]), atoi2(clock[6:8])
-	t, ok := yearless(ref, mon, day, hh, mm, ss, nsec)
+	t, ok := yearless(c, mon, day, hh, mm, ss, nsec)
 	if !ok {
 		return false
 	}
@@ -286,7 +302,7 @@ func parseCloudInitStage(text string, l *Line) {
 
 // parseCAPIScript handles the lines of Cluster API's kubeadm bootstrap retry
 // script: "+++ [<time>] msg" and "!!! [<time>] msg".
-func parseCAPIScript(text string, l *Line) bool {
+func parseCAPIScript(text string, l *Line, loc *time.Location) bool {
 	if !strings.HasPrefix(text, "+++ [") && !strings.HasPrefix(text, "!!! [") {
 		return false
 	}
@@ -294,7 +310,7 @@ func parseCAPIScript(text string, l *Line) bool {
 	if end < 0 {
 		return false
 	}
-	t, ok := parseRFC3339(text[5:end])
+	t, ok := parseRFC3339(text[5:end], loc)
 	if !ok {
 		return false
 	}
@@ -309,15 +325,15 @@ func parseCAPIScript(text string, l *Line) bool {
 // parseInner reads a klog header or logrus fields at the start of the
 // message (text[off:]): the level always, the time when the line has none
 // yet.
-func parseInner(text string, off int, ref time.Time, l *Line) {
+func parseInner(text string, off int, c clock, l *Line) {
 	msg := text[off:]
 	if msg == "" {
 		return
 	}
-	switch c := msg[0]; {
-	case c == 'I' || c == 'W' || c == 'E' || c == 'F':
-		if n, t, ok := klogHeader(msg, ref); ok {
-			l.Level = klogLevels[c]
+	switch ch := msg[0]; {
+	case ch == 'I' || ch == 'W' || ch == 'E' || ch == 'F':
+		if n, t, ok := klogHeader(msg, c); ok {
+			l.Level = klogLevels[ch]
 			if !l.HasTime && !t.IsZero() {
 				l.setTime(t, FormatKlog, off+1, off+21)
 			}
@@ -327,13 +343,13 @@ func parseInner(text string, off int, ref time.Time, l *Line) {
 		if lv, ok := logrusTTY(msg); ok {
 			l.Level = lv
 		}
-	case c == 't' && strings.HasPrefix(msg, `time="`):
+	case ch == 't' && strings.HasPrefix(msg, `time="`):
 		end := strings.IndexByte(msg[6:], '"')
 		if end < 0 {
 			return
 		}
 		end += 6
-		t, ok := parseRFC3339(msg[6:end])
+		t, ok := parseRFC3339(msg[6:end], c.loc)
 		if ok && !l.HasTime {
 			l.setTime(t, FormatLogrus, off+6, off+end)
 		}
@@ -354,7 +370,7 @@ func parseInner(text string, off int, ref time.Time, l *Line) {
 
 // klogHeader parses "Lmmdd hh:mm:ss.uuuuuu threadid file:line] " and returns
 // the length of the header. Its time has no year: it comes from ref.
-func klogHeader(s string, ref time.Time) (int, time.Time, bool) {
+func klogHeader(s string, c clock) (int, time.Time, bool) {
 	// L mmdd space hh:mm:ss . uuuuuu = 1+4+1+8+1+6 = 21 bytes.
 	if len(s) < 23 || !isDigits(s[1:5]) || s[5] != ' ' || !isClock(s[6:14]) || s[14] != '.' || !isDigits(s[15:21]) || s[21] != ' ' {
 		return 0, time.Time{}, false
@@ -388,7 +404,7 @@ func klogHeader(s string, ref time.Time) (int, time.Time, bool) {
 		n = len(s)
 	}
 	mon, day := atoi2(s[1:3]), atoi2(s[3:5])
-	t, ok := yearless(ref, time.Month(mon), day, atoi2(s[6:8]), atoi2(s[9:11]), atoi2(s[12:14]), fracNanos(s[15:21]))
+	t, ok := yearless(c, time.Month(mon), day, atoi2(s[6:8]), atoi2(s[9:11]), atoi2(s[12:14]), fracNanos(s[15:21]))
 	if !ok {
 		// A header with an impossible date is still a header: keep the
 		// level and message, without a time.
@@ -486,12 +502,12 @@ func isTag(s string) bool {
 
 // parseRFC3339 accepts RFC 3339 with or without fraction, with "Z", "+hh:mm"
 // or "+hhmm" (journalctl -o short-iso), or without a zone (UTC).
-func parseRFC3339(s string) (time.Time, bool) {
+func parseRFC3339(s string, loc *time.Location) (time.Time, bool) {
 	if len(s) < 19 || !isDate(s[:10]) || s[10] != 'T' || !isClock(s[11:19]) {
 		return time.Time{}, false
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999Z0700", "2006-01-02T15:04:05.999999999"} {
-		if t, err := time.Parse(layout, s); err == nil {
+		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
 			// A zone offset can move year 0000 or 9999 out of the
 			// four-digit years; no log line is that old or that new.
 			if y := t.UTC().Year(); y < 1 || y > 9999 {
@@ -506,12 +522,13 @@ func parseRFC3339(s string) (time.Time, bool) {
 // yearless builds the time of a timestamp without a year: the year of ref,
 // or the one before when the result would be more than yearSlack after ref.
 // ok is false for a date that exists in neither year (Feb 29, Apr 31).
-func yearless(ref time.Time, mon time.Month, day, hh, mm, ss, nsec int) (time.Time, bool) {
+func yearless(c clock, mon time.Month, day, hh, mm, ss, nsec int) (time.Time, bool) {
+	ref := c.ref
 	if mon < 1 || mon > 12 || day < 1 || hh > 23 || mm > 59 || ss > 60 {
 		return time.Time{}, false
 	}
 	for _, y := range []int{ref.Year(), ref.Year() - 1} {
-		t := time.Date(y, mon, day, hh, mm, ss, nsec, time.UTC)
+		t := time.Date(y, mon, day, hh, mm, ss, nsec, c.loc)
 		if t.Day() != day || t.Month() != mon {
 			continue // normalised: the day does not exist in y
 		}

@@ -380,3 +380,22 @@ func naiveContainsWord(text string) bool {
 	}
 	return false
 }
+
+func TestParseInZone(t *testing.T) {
+	plus2 := time.FixedZone("UTC+2", 2*60*60)
+	ref := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		line string
+		want time.Time
+	}{
+		{"May  1 02:02:00 node-1 kubelet[12]: msg", time.Date(2024, 5, 1, 0, 2, 0, 0, time.UTC)},
+		{"2024-05-01 02:00:00,123 - util.py[WARNING]: msg", time.Date(2024, 5, 1, 0, 0, 0, 123e6, time.UTC)},
+		{"E0501 02:00:00.000000    1234 run.go:74] msg", time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)},
+		// A zone in the line wins.
+		{"2024-05-01T02:00:00.000000+00:00 node-1 kubelet[1]: msg", time.Date(2024, 5, 1, 2, 0, 0, 0, time.UTC)},
+	} {
+		if got := ParseIn(tt.line, ref, plus2).Time; !got.Equal(tt.want) {
+			t.Errorf("ParseIn(%q) = %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -47,25 +46,61 @@ type Probe interface {
 	Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, error)
 }
 
+// ErrorUnfinished is the Error of a probe that was still running when RunAll's
+// context ended.
+const ErrorUnfinished = "did not finish within the time limit"
+
 // RunAll runs the probes in parallel against h and returns their evidence in
 // the order of probes. A probe that panics or fails is reported with status
 // "error"; it never takes the others down.
+//
+// RunAll returns when every probe has finished or when ctx ends, whichever
+// comes first: the agent's --timeout bounds the whole check even when a
+// probe is stuck where ctx cannot reach it (a read or statfs on a hung NFS,
+// CIFS or FUSE mount blocks in the kernel). A probe still running then is
+// reported with status "error" and ErrorUnfinished, and its goroutine is
+// abandoned (its result, should it ever come, is dropped); the probes that
+// finished keep their results.
 func RunAll(ctx context.Context, h *host.Host, probes []Probe) *nodediagv1.Evidence {
+	start := time.Now()
 	ev := &nodediagv1.Evidence{
 		CollectedAt: timestamppb.New(h.Now().UTC()),
 		Snapshot:    !h.Live(),
 		Host:        &nodediagv1.HostInfo{Root: h.Root},
 		Probes:      make([]*nodediagv1.ProbeEvidence, len(probes)),
 	}
-	var wg sync.WaitGroup
-	for i, p := range probes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ev.Probes[i] = runOne(ctx, h, p)
-		}()
+	type result struct {
+		i  int
+		pe *nodediagv1.ProbeEvidence
 	}
-	wg.Wait()
+	// Buffered: an abandoned probe that finishes late never blocks on it.
+	results := make(chan result, len(probes))
+	for i, p := range probes {
+		go func() { results <- result{i, runOne(ctx, h, p)} }()
+	}
+	for pending := len(probes); pending > 0; pending-- {
+		select {
+		case r := <-results:
+			ev.Probes[r.i] = r.pe
+		case <-ctx.Done():
+			// Keep the results that arrived together with the end of ctx.
+			for drained := false; !drained; {
+				select {
+				case r := <-results:
+					ev.Probes[r.i] = r.pe
+				default:
+					drained = true
+				}
+			}
+			ms := int32(min(time.Since(start).Milliseconds(), math.MaxInt32))
+			for i, p := range probes {
+				if ev.Probes[i] == nil {
+					ev.Probes[i] = &nodediagv1.ProbeEvidence{Name: p.Name(), Status: StatusError, Error: ErrorUnfinished, DurationMs: ms}
+				}
+			}
+			return ev
+		}
+	}
 	return ev
 }
 

@@ -173,11 +173,15 @@ func certListDir(h *host.Host, pe *nodediagv1.ProbeEvidence, dir string, depth i
 		if !certIsCandidate(e.Name()) {
 			continue
 		}
-		resolved := name
-		if p, err := h.Path(name); err == nil {
-			resolved = path.Clean(h.HostPath(p))
+		// Resolve, not Path: Path leaves symlinks to the kernel when Root is
+		// "/" (a VM, az vm run-command), and a symlink and its target would
+		// then be two certificates.
+		resolved, err := h.Resolve(name)
+		if err != nil {
+			probe.Unreadable(pe, name, err)
+			continue
 		}
-		files = append(files, certFile{path: name, resolved: resolved})
+		files = append(files, certFile{path: name, resolved: path.Clean(resolved)})
 	}
 	return files, true
 }

@@ -11,6 +11,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/host/hosttest"
 	"github.com/nodediag/nodediag/agent/probe"
 	"github.com/nodediag/nodediag/agent/rules"
@@ -357,5 +360,74 @@ func TestCertificatesExpiredFinding(t *testing.T) {
 	want := []string{"CertificateExpired: certificate /var/lib/kubelet/pki/kubelet-client-current.pem expired on 2024-04-01T12:00:00Z"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}
+
+// Symlinks are followed the way the kernel follows them (relative, absolute
+// inside the root, chained, through a symlinked directory): each file is
+// reported once, under a symlink's name, with where it leads.
+func TestCertificatesSymlinks(t *testing.T) {
+	ca := newTestCert(t, pkix.Name{CommonName: "kubernetes"}, day(2024, 1, 1), day(2034, 1, 1), true, nil)
+	etcdCA := newTestCert(t, pkix.Name{CommonName: "etcd-ca"}, day(2024, 1, 1), day(2034, 1, 1), true, nil)
+	client := newTestCert(t, pkix.Name{CommonName: "system:node:node-1"}, day(2024, 4, 1), day(2025, 4, 1), false, ca)
+	const target = "kubelet-client-2024-04-01-12-00-00.pem"
+	h := hosttest.Tree(t, map[string]string{
+		"etc/kubernetes/pki/ca.crt": ca.pem,
+		// Absolute, to a file of the same directory: one certificate.
+		"etc/kubernetes/pki/cluster-ca.crt": "->/etc/kubernetes/pki/ca.crt",
+		// A symlinked subdirectory.
+		"etc/kubernetes/pki/etcd":        "->../etcd-pki",
+		"etc/kubernetes/etcd-pki/ca.crt": etcdCA.pem,
+		// Relative, and a chain of two symlinks to the same file.
+		"var/lib/kubelet/pki/" + target:                  client.pem + client.keyPEM,
+		"var/lib/kubelet/pki/kubelet-client-current.pem": "->" + target,
+		"var/lib/kubelet/pki/kubelet-client-latest.pem":  "->kubelet-client-current.pem",
+	})
+	pe := probe.RunAll(context.Background(), h, []probe.Probe{certificates{}}).Probes[0]
+	if pe.Status != probe.StatusOK || len(pe.Unreadable) > 0 {
+		t.Fatalf("status = %q (%s), unreadable %v; want ok and nothing unreadable", pe.Status, pe.Error, pe.Unreadable)
+	}
+	withResolved := func(c *nodediagv1.Certificate, resolved string) *nodediagv1.Certificate {
+		c.ResolvedPath = resolved
+		return c
+	}
+	want := []*nodediagv1.Certificate{
+		withResolved(ca.want("/etc/kubernetes/pki/cluster-ca.crt", 0), "/etc/kubernetes/pki/ca.crt"),
+		withResolved(etcdCA.want("/etc/kubernetes/pki/etcd/ca.crt", 0), "/etc/kubernetes/etcd-pki/ca.crt"),
+		withResolved(client.want("/var/lib/kubelet/pki/kubelet-client-current.pem", 0), "/var/lib/kubelet/pki/"+target),
+	}
+	if diff := cmp.Diff(want, pe.GetCertificates().GetCertificates(), protocmp.Transform()); diff != "" {
+		t.Errorf("certificates (-want +got):\n%s", diff)
+	}
+}
+
+// With Root "/" (a VM, az vm run-command) symlinks are resolved too, so that
+// a symlink and its target are one certificate. The directory listed is a
+// temporary one: the test machine's own PKI is not touched.
+func TestCertificatesSymlinksRootSlash(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := newTestCert(t, pkix.Name{CommonName: "kubernetes"}, day(2024, 1, 1), day(2034, 1, 1), true, nil)
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), []byte(ca.pem), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "cluster-ca.crt")); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New("/", host.NoExec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := &nodediagv1.ProbeEvidence{}
+	files, present := certListDir(h, pe, dir, 1)
+	if !present || len(pe.Unreadable) > 0 {
+		t.Fatalf("certListDir(%s): present %v, unreadable %v", dir, present, pe.Unreadable)
+	}
+	got := certDedupe(files)
+	want := []certFile{{path: filepath.Join(dir, "cluster-ca.crt"), resolved: filepath.Join(dir, "ca.crt")}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(certFile{})); diff != "" {
+		t.Errorf("certificate files (-want +got):\n%s", diff)
 	}
 }

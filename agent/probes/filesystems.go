@@ -29,7 +29,9 @@ var filesystemPaths = []string{
 
 // filesystems measures the space and inodes of the filesystems holding
 // filesystemPaths with statfs. Paths on one filesystem (same st_dev) are
-// reported once, the first listed carrying the others in also.
+// reported once, the first listed carrying the others in also. A filesystem
+// mounted read-only says so (read_only): an immutable image is always 100%
+// used, which is no problem since nothing can write to it.
 //
 // Measuring needs a live root: on a copy of a host statfs would measure the
 // disk of the machine doing the analysis. There only the paths on a
@@ -74,6 +76,7 @@ func (filesystems) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvid
 			InodesTotal:       u.InodesTotal,
 			InodesFree:        u.InodesFree,
 			InodesUsedPercent: u.InodesUsedPercent,
+			ReadOnly:          u.ReadOnly,
 			Method:            "statfs",
 		}
 		// The mount point names the filesystem for the operator; without it

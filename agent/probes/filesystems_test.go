@@ -24,13 +24,19 @@ import (
 // test when this process may not mount.
 func fsMountTmpfs(t *testing.T, dir, opts string) {
 	t.Helper()
+	fsMountTmpfsFlags(t, dir, 0, opts)
+}
+
+// fsMountTmpfsFlags is fsMountTmpfs with mount flags (unix.MS_RDONLY).
+func fsMountTmpfsFlags(t *testing.T, dir string, flags uintptr, opts string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: mounting a tmpfs into the test tree (a real full disk) needs root")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			t.Skipf("skipping: mount tmpfs on %s: %v (no CAP_SYS_ADMIN)", dir, err)
 		}
@@ -153,6 +159,37 @@ func TestFilesystemsGroupsBySTDev(t *testing.T) {
 	}
 	if len(pe.Unreadable) != 1 || pe.Unreadable[0].Source != "/" {
 		t.Errorf("unreadable = %v, want only / (the tree itself)", pe.Unreadable)
+	}
+}
+
+// An immutable "/" (mounted read-only, full by construction) with a writable
+// /var, as on image-based nodes: "/" is reported read-only, /var is not.
+func TestFilesystemsReadOnly(t *testing.T) {
+	h := hosttest.Tree(t, nil)
+	fsMountTmpfs(t, h.Root, "size=1m")
+	if err := os.MkdirAll(filepath.Join(h.Root, "var"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("", h.Root, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount %s read-only: %v", h.Root, err)
+	}
+	fsMountTmpfs(t, filepath.Join(h.Root, "var"), "size=2m")
+
+	pe := runFilesystems(t, h)
+	if pe.Status != probe.StatusOK {
+		t.Fatalf("status = %q (%s), want ok", pe.Status, pe.Error)
+	}
+	type fsum struct {
+		Path, MountPoint string
+		ReadOnly         bool
+	}
+	var got []fsum
+	for _, f := range pe.GetFilesystems().GetFilesystems() {
+		got = append(got, fsum{f.Path, f.MountPoint, f.ReadOnly})
+	}
+	want := []fsum{{"/", "/", true}, {"/var", "/var", false}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("filesystems (-want +got):\n%s", diff)
 	}
 }
 

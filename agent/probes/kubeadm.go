@@ -82,7 +82,14 @@ func (kubeadm) Run(_ context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, 
 
 	k := &nodediagv1.Kubeadm{}
 	k.StaticPods = readKubeadmStaticPods(h, pe)
+	runDir, _ := h.Exists(kubeadmRunDir)
 	for _, p := range kubeadmConfigPaths {
+		if runDir && strings.HasPrefix(p, "/tmp/") {
+			// /tmp/kubeadm.yaml is also what an operator names a file
+			// written by hand: only the old provider's place when the
+			// current one is not there.
+			continue
+		}
 		b, ok := kubeadmRead(h, pe, p)
 		if !ok {
 			continue

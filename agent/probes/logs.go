@@ -97,6 +97,8 @@ func (logs) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, e
 		probe.Unreadable(pe, logsDir, err)
 	}
 	files = append(files, kubeadm...)
+	loc := logsZone(h, pe)
+	anchor := logsAnchor(h, loc)
 	found := 0
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -106,7 +108,7 @@ func (logs) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, e
 			probe.Unreadable(pe, f.path, fmt.Errorf("not read: %w", err))
 			continue
 		}
-		ex, err := logsRead(h, f)
+		ex, err := logsRead(h, f, loc, anchor)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -151,19 +153,88 @@ func logsKubeadmFiles(h *host.Host) ([]logsFile, error) {
 }
 
 // logsRead reads the head and tail of one log and excerpts it.
-func logsRead(h *host.Host, f logsFile) (*nodediagv1.LogExcerpt, error) {
+func logsRead(h *host.Host, f logsFile, loc *time.Location, anchor time.Time) (*nodediagv1.LogExcerpt, error) {
 	head, tail, size, skipped, err := h.ReadHeadTail(f.path, logsHead, logsTail)
 	if err != nil {
 		return nil, err
 	}
-	// The year of yearless timestamps comes from when the file was last
-	// written: its mtime, unless that is in the future of the host's clock
-	// (a copied tree, a clock set back).
-	ref := h.Now()
-	if fi, err := h.Stat(f.path); err == nil && !fi.ModTime().IsZero() && fi.ModTime().Before(ref) {
-		ref = fi.ModTime()
+	var mtime time.Time
+	if fi, err := h.Stat(f.path); err == nil {
+		mtime = fi.ModTime()
 	}
-	return excerptLog(f.path, f.kind, head, tail, size, skipped, ref), nil
+	ref := logsYearRef(h.Live(), h.Now(), time.Now(), mtime, anchor)
+	return excerptLog(f.path, f.kind, head, tail, size, skipped, ref, loc), nil
+}
+
+// logsYearRef is the time that gives a year to a log's yearless timestamps
+// (traditional syslog, klog headers): when the log was last written.
+//   - On a live host: the file's mtime, or the host's clock if earlier.
+//   - On a copy judged at a fixed time (--now, tests): that time.
+//   - On a copy whose file times were kept (cp -a, tar): the mtime.
+//   - On a copy whose file times were not kept (a git checkout, an
+//     extraction without -p: the mtime is the moment of the copy), the
+//     newest dated line of cloud-init's logs is the anchor, and yearless
+//     lines are taken to fall within a year after it.
+func logsYearRef(live bool, hostNow, wallNow, mtime, anchor time.Time) time.Time {
+	if live {
+		if !mtime.IsZero() && mtime.Before(hostNow) {
+			return mtime
+		}
+		return hostNow
+	}
+	if d := hostNow.Sub(wallNow); d > time.Minute || d < -time.Minute {
+		return hostNow // a fixed clock
+	}
+	if d := wallNow.Sub(mtime); !mtime.IsZero() && (d > logsFreshCopy || d < -logsFreshCopy) {
+		return mtime
+	}
+	if !anchor.IsZero() {
+		return anchor.Add(logsAnchorSpan)
+	}
+	return hostNow
+}
+
+const (
+	// logsFreshCopy: a file written this close to the analyst's clock on a
+	// copy of a host was written by the copy, not by the node.
+	logsFreshCopy = 48 * time.Hour
+	// logsAnchorSpan: yearless lines of a copy are placed from a month
+	// before to eleven months after the anchor (yearless() allows a day
+	// after its reference, and the year before).
+	logsAnchorSpan = 335 * 24 * time.Hour
+)
+
+// logsAnchor is the newest time a dated line of cloud-init's logs shows
+// (its stage headers, cloud-init.log): a year the node itself wrote down.
+func logsAnchor(h *host.Host, loc *time.Location) time.Time {
+	var newest time.Time
+	for _, f := range logsFiles {
+		if f.kind != "cloud-init-output" && f.kind != "cloud-init" {
+			continue
+		}
+		head, tail, _, _, err := h.ReadHeadTail(f.path, logsHead, logsTail)
+		if err != nil {
+			continue
+		}
+		for _, part := range [][]byte{head, tail} {
+			logsEachLine(string(part), func(_ int, raw string) {
+				p := logline.ParseIn(raw, time.Time{}, loc)
+				if p.HasTime && logsDated(p.Format) && p.Time.After(newest) {
+					newest = p.Time
+				}
+			})
+		}
+	}
+	return newest
+}
+
+// logsDated says whether a format carries its year.
+func logsDated(f logline.Format) bool {
+	switch f {
+	case logline.FormatRFC3339, logline.FormatLogrus, logline.FormatCloudInit, logline.FormatCloudInitStage, logline.FormatDateTime, logline.FormatCAPIScript:
+		return true
+	}
+	return false
 }
 
 // logsCandidate is a line that may be kept.
@@ -181,7 +252,7 @@ type logsCandidate struct {
 // excerptLog keeps the lines of one log that matter. head is the file's
 // start (the whole file when skipped is 0) and tail its end when the
 // middle, skipped bytes long, was not read. ref gives a year to yearless
-// timestamps (logline.Parse).
+// timestamps, loc a zone to zone-less ones (logline.ParseIn).
 //
 // Lines are numbered from 1 in the head. The tail's lines follow a middle
 // whose lines were not counted: their n is 0 and n_from_end says where they
@@ -194,7 +265,7 @@ type logsCandidate struct {
 // A line without a timestamp of its own gets the one of the nearest earlier
 // line that has one (time_inferred), never one from across the unread
 // middle.
-func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref time.Time) *nodediagv1.LogExcerpt {
+func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref time.Time, loc *time.Location) *nodediagv1.LogExcerpt {
 	ex := &nodediagv1.LogExcerpt{
 		Source:       source,
 		Kind:         kind,
@@ -222,7 +293,7 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		// A private key printed into a log spans lines that no single-line
 		// redaction recognises: drop them here, before they are evidence.
 		raw = keys.Line(strings.TrimSuffix(raw, "\r"))
-		p := logline.Parse(raw, ref)
+		p := logline.ParseIn(raw, ref, loc)
 		c := logsCandidate{seq: seq, n: n, fromEnd: fromEnd, raw: raw, program: p.Program, cut: cut}
 		seq++
 		switch {
@@ -374,6 +445,10 @@ func logsEachLine(s string, fn func(i int, line string)) {
 func logsText(raw string, cut bool) string {
 	s := strings.ToValidUTF8(raw, "\uFFFD")
 	if len(s) > logsMaxLineBytes {
+		// Redact before cutting: a secret cut in two escapes the patterns.
+		s = redact.String(s)
+	}
+	if len(s) > logsMaxLineBytes {
 		n := logsMaxLineBytes
 		for n > 0 && (s[n]&0xC0) == 0x80 {
 			n--
@@ -417,4 +492,45 @@ func logsHasOOM(m string) bool {
 		}
 		i = j + 3
 	}
+}
+
+// Where the host says what its local time is.
+const (
+	// A TZif file, usually a symlink into /usr/share/zoneinfo (systemd's
+	// timedatectl, tzdata).
+	logsLocaltime = "/etc/localtime"
+	// The zone's name on Debian and Ubuntu ("Europe/Berlin").
+	logsTimezone = "/etc/timezone"
+)
+
+// logsZone is the host's local time zone, in which syslog, klog headers and
+// cloud-init.log write their zone-less timestamps: /etc/localtime read under
+// the root, else the zone named by /etc/timezone, else UTC (what CAPZ, AKS
+// and most cloud images run in).
+func logsZone(h *host.Host, pe *nodediagv1.ProbeEvidence) *time.Location {
+	name := "Local"
+	if b, err := h.ReadFile(logsTimezone); err == nil {
+		if n := strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]); n != "" {
+			name = n
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		probe.Unreadable(pe, logsTimezone, err)
+	}
+	b, err := h.ReadFile(logsLocaltime)
+	switch {
+	case err == nil:
+		loc, lerr := time.LoadLocationFromTZData(name, b)
+		if lerr == nil {
+			return loc
+		}
+		probe.Unreadable(pe, logsLocaltime, fmt.Errorf("not a time zone file (%v): zone-less log times read as UTC", lerr))
+	case !errors.Is(err, fs.ErrNotExist):
+		probe.Unreadable(pe, logsLocaltime, fmt.Errorf("%w: zone-less log times read as UTC", err))
+	}
+	if name != "Local" {
+		if loc, err := time.LoadLocation(name); err == nil {
+			return loc
+		}
+	}
+	return time.UTC
 }

@@ -3,10 +3,14 @@ package probes
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -134,25 +138,6 @@ func TestOSInfoProbe(t *testing.T) {
 		unreadable int
 	}{
 		{
-			name: "live root: kernel host name and boot time",
-			files: map[string]string{
-				"proc/self/stat":            "1 (nodediag-agent) R 0\n", // makes the root live
-				"proc/stat":                 procStat,
-				"proc/sys/kernel/osrelease": "6.6.43.1-1.azl3\n",
-				"proc/sys/kernel/hostname":  "capz-md-0-abcde\n",
-				"etc/hostname":              "stale-name\n",
-				"usr/lib/os-release":        azureLinux3,
-				"etc/os-release":            "->../usr/lib/os-release",
-				"etc/machine-id":            "0123456789abcdef0123456789abcdef\n",
-			},
-			wantStatus: probe.StatusOK,
-			want: &nodediagv1.OSInfo{
-				Id: "azurelinux", VersionId: "3.0", PrettyName: "Microsoft Azure Linux 3.0",
-				Kernel: "6.6.43.1-1.azl3", Hostname: "capz-md-0-abcde", MachineId: "0123456789abcdef0123456789abcdef",
-				BootTime: timestamppb.New(time.Date(2024, 5, 1, 8, 0, 0, 0, time.UTC)),
-			},
-		},
-		{
 			name: "copy of a host: /etc/hostname, no boot time from a stale /proc/stat",
 			files: map[string]string{
 				"proc/stat":                procStat,
@@ -170,11 +155,17 @@ func TestOSInfoProbe(t *testing.T) {
 			want:       &nodediagv1.OSInfo{Id: "distro", PrettyName: "Distro 9 (Nine)"},
 		},
 		{
-			name:       "live root with a broken /proc/stat: the rest is reported",
-			files:      map[string]string{"proc/self/stat": "1\n", "proc/stat": "cpu 1\n", "etc/hostname": "node-1\n"},
+			// Files of /proc in a copy: not live (host.Host.Live wants a
+			// procfs), so the stale kernel host name and boot time are not used.
+			name: "copy of a host carrying proc/self/stat",
+			files: map[string]string{
+				"proc/self/stat":           "1 (systemd) S 0\n",
+				"proc/stat":                procStat,
+				"proc/sys/kernel/hostname": "stale-kernel-name\n",
+				"etc/hostname":             "node-1\n",
+			},
 			wantStatus: probe.StatusOK,
 			want:       &nodediagv1.OSInfo{Hostname: "node-1"},
-			unreadable: 1,
 		},
 		{
 			name:       "nothing to identify: skipped",
@@ -196,5 +187,59 @@ func TestOSInfoProbe(t *testing.T) {
 				t.Errorf("unreadable = %v, want %d", pe.Unreadable, tt.unreadable)
 			}
 		})
+	}
+}
+
+// A live root (a procfs mounted at its /proc, as the node's /proc under
+// /host in the DaemonSet): the host name and the boot time are the kernel's,
+// not /etc/hostname's.
+func TestOSInfoLiveRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting a procfs into the test tree needs root")
+	}
+	h := hosttest.Tree(t, map[string]string{
+		"proc/":              "",
+		"etc/hostname":       "stale-name\n",
+		"usr/lib/os-release": azureLinux3,
+	})
+	procDir := filepath.Join(h.Root, "proc")
+	if err := unix.Mount("proc", procDir, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		t.Skipf("skipping: mount proc on %s: %v", procDir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(procDir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", procDir, err)
+		}
+	})
+	// What the kernel says, read the way the test machine reads it.
+	hostname, err := os.ReadFile("/proc/sys/kernel/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	btime, err := parseBtime(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pe := probe.RunAll(context.Background(), h, []probe.Probe{osInfo{}}).Probes[0]
+	if pe.Status != probe.StatusOK || len(pe.Unreadable) > 0 {
+		t.Fatalf("status = %q (%s), unreadable %v", pe.Status, pe.Error, pe.Unreadable)
+	}
+	want := &nodediagv1.OSInfo{
+		Id: "azurelinux", VersionId: "3.0", PrettyName: "Microsoft Azure Linux 3.0",
+		Kernel:   strings.TrimSpace(string(kernel)),
+		Hostname: strings.TrimSpace(string(hostname)),
+		BootTime: timestamppb.New(btime),
+	}
+	if diff := cmp.Diff(want, pe.GetOs(), protocmp.Transform()); diff != "" {
+		t.Errorf("os (-want +got):\n%s", diff)
 	}
 }

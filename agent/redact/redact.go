@@ -1,12 +1,15 @@
 // Package redact removes secrets from text before it leaves the host: private
-// keys, Kubernetes bootstrap tokens, kubeadm certificate keys, passwords and
-// credentials in key=value or key: value form, URL user info, bearer/basic
-// authorization values, and Azure SAS signatures and account keys.
+// keys (PEM and PGP), Kubernetes bootstrap tokens, kubeadm certificate keys,
+// passwords and credentials in key=value, key: value, JSON (escaped or not),
+// --flag value and argv-list forms, curl -u user:password, registry auth
+// values, URL user info, bearer/basic authorization values, and Azure SAS
+// signatures and account keys.
 //
 // It is the single choke point every report passes through (Message), so a
-// probe that quotes a line carrying a secret cannot leak it. Redaction keeps
-// what helps diagnosis: the name of the field, a token's public ID, the shape
-// of a URL.
+// probe that quotes a line carrying a secret cannot leak it. Message also
+// makes every string valid UTF-8, so that bytes from the node can never make
+// the report unencodable. Redaction keeps what helps diagnosis: the name of
+// the field, a token's public ID, a curl user, the shape of a URL.
 package redact
 
 import (
@@ -20,56 +23,189 @@ import (
 // Mark replaces a secret value.
 const Mark = "[REDACTED]"
 
+// A rule finds secrets with re. Either repl is the replacement of the whole
+// match (regexp expansion syntax), or, when repl is empty, every group named
+// "s" that took part in a match is the secret: its text is replaced by Mark,
+// keeping the quotes around it (see mask), and the rest of the match is kept
+// as it is.
 type rule struct {
 	re   *regexp.Regexp
 	repl string
 	// hints: the rule only runs on text containing one of these (lower
 	// case). Every report string passes here, so most must be cheap no-ops.
 	hints []string
+	// repeat: the pattern consumes a delimiter on each side of the secret,
+	// so two secrets one character apart need a second pass.
+	repeat bool
+	// chain: a bare value after ":" that ends in ":" and is followed by a
+	// blank is the next link of a Go error chain ("error downloading the secret:
+	// etcdserver: leader changed"), kept as it is: it is what diagnosis
+	// needs, and no credential format is a word ending in a colon.
+	chain  bool
+	secret []int // indexes of the groups named "s"
 }
 
 // credentialWords are the words that name a credential in key=value and
-// --flag value forms.
-var credentialWords = []string{"password", "passwd", "secret", "token", "api", "access", "credential"}
+// --flag value forms (lower case; also the hints of those rules).
+var credentialWords = []string{"password", "passwd", "passphrase", "secret", "token", "api", "access", "credential"}
+
+// value is a credential value after its key and separator: a double-quoted
+// string escaped inside a klog/logrus value (\"…\"), a double- or
+// single-quoted string (to its closing quote, blanks included; a quote left
+// open runs to the end of the line, as when an excerpt cut it), or a bare
+// word (a backslash not before a quote is part of it).
+const value = `(?P<s>\\"(?:[^"\\\n]|\\[^"\n])+(?:\\"|(?m:$))` +
+	`|"(?:[^"\\\n]|\\.)+(?:"|(?m:$))` +
+	`|'[^'\n]+(?:'|(?m:$))` +
+	`|(?:[^\s"'}\\]|\\[^"'\n])+)`
+
+// flagValue is the value of a --flag or -p: quoted (to its closing quote) or
+// a bare word that does not start with a dash (the next flag).
+const flagValue = `(?P<s>"[^"\n]+"|'[^'\n]+'|[^\s"'-][^\s"']*)`
+
+// flagSep separates a flag from its value: blanks, "=", or the "', '" of a
+// Python argv list as cloud-init logs it (['curl', '-u', 'user:pw']).
+const flagSep = `(?:[ \t]+|=|["'],[ \t]*)`
+
+// keySep separates a key from its value: the key's closing quote (escaped
+// inside a klog value: \"password\":\"x\"), then ":" or "=".
+const keySep = `\\?["']?[ \t]*[:=][ \t]*`
 
 var rules = []rule{
-	// PEM private key blocks, whole or cut off by an excerpt boundary.
-	{regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`), "-----BEGIN ${1}PRIVATE KEY-----" + Mark + "-----END ${1}PRIVATE KEY-----", []string{"private key"}},
+	// PEM private key blocks and PGP private key blocks, whole or cut off by
+	// an excerpt boundary.
+	{re: regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)`),
+		repl: "-----BEGIN ${1}PRIVATE KEY${2}-----" + Mark + "-----END ${1}PRIVATE KEY${2}-----", hints: []string{"private key"}},
 	// Base64 key material in kubeconfigs and similar YAML.
-	{regexp.MustCompile(`(?i)((?:client-key-data|private-key|privateKey|key-data)["']?\s*[:=]\s*["']?)[A-Za-z0-9+/=_-]{8,}`), "${1}" + Mark, []string{"key-data", "private-key", "privatekey"}},
+	{re: regexp.MustCompile(`(?i)(?:client-key-data|private-key|privateKey|key-data)\\?["']?\s*[:=]\s*\\?["']?(?P<s>[A-Za-z0-9+/=_-]{8,})`),
+		hints: []string{"key-data", "private-key", "privatekey"}},
 	// Kubernetes bootstrap tokens: [a-z0-9]{6}.[a-z0-9]{16}. The ID before
-	// the dot is public (it names the token in kubeadm token list).
-	{regexp.MustCompile(`\b([a-z0-9]{6})\.[a-z0-9]{16}\b`), "${1}." + Mark, []string{"."}},
+	// the dot is public (it names the token in kubeadm token list). Not \b:
+	// "_" is a word character, and TOKEN_abcdef.0123456789abcdef is a token.
+	{re: regexp.MustCompile(`(?:^|[^a-z0-9])[a-z0-9]{6}\.(?P<s>[a-z0-9]{16})(?:[^a-z0-9]|$)`),
+		hints: []string{"."}, repeat: true},
 	// kubeadm --certificate-key / certificateKey: decrypts the uploaded
 	// control-plane certificates.
-	{regexp.MustCompile(`(?i)(certificate[-_]?key["']?\s*[:= ]\s*["']?)[0-9a-f]{32,}`), "${1}" + Mark, []string{"certificate"}},
+	{re: regexp.MustCompile(`(?i)certificate[-_]?key\\?["']?\s*[:= ]\s*\\?["']?(?P<s>[0-9a-f]{32,})`),
+		hints: []string{"certificate"}},
 	// Authorization headers.
-	{regexp.MustCompile(`(?i)\b(authorization["']?\s*[:=]\s*["']?(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+`), "${1}" + Mark, []string{"authorization"}},
-	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{16,}`), "${1}" + Mark, []string{"bearer"}},
+	{re: regexp.MustCompile(`(?i)\bauthorization\\?["']?\s*[:=]\s*\\?["']?(?:bearer|basic)\s+(?P<s>[A-Za-z0-9._~+/=-]+)`),
+		hints: []string{"authorization"}},
+	{re: regexp.MustCompile(`(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/=-]{16,})`), hints: []string{"bearer"}},
 	// Azure SAS signature and storage account keys.
-	{regexp.MustCompile(`(?i)([?&](?:sig|signature)=)[^&\s"']+`), "${1}" + Mark, []string{"sig=", "signature="}},
-	{regexp.MustCompile(`(?i)(AccountKey=)[^;\s"']+`), "${1}" + Mark, []string{"accountkey="}},
-	// user:password@ in URLs.
-	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@`), "${1}" + Mark + "@", []string{"@"}},
-	// key=value and key: value credentials, on one line.
-	{regexp.MustCompile(`(?i)\b([a-z0-9_.-]*(?:password|passwd|secret|token|api[-_]?key|access[-_]?key|credentials?))(["']?[ \t]*[:=][ \t]*["']?)([^\s"'}]+)`), "${1}${2}" + Mark, credentialWords},
+	{re: regexp.MustCompile(`(?i)[?&](?:sig|signature)=(?P<s>[^&\s"']+)`), hints: []string{"sig=", "signature="}},
+	{re: regexp.MustCompile(`(?i)AccountKey=(?P<s>[^;\s"']+)`), hints: []string{"accountkey="}},
+	// user:password@ in URLs. The password may hold a "/" (the URL is then
+	// malformed, the secret no less real) unless what precedes the first
+	// "/" is all digits: host:port/path@digest is no user info.
+	{re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:(?P<s>[^@\s/]*[^@\s/0-9][^@\s/]*/[^@\s]*|[^@\s/]+)@`),
+		hints: []string{"@"}},
+	// key=value, key: value, "key": "value" credentials, on one line.
+	{re: regexp.MustCompile(`(?i)\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|credentials?)` + keySep + value),
+		hints: credentialWords, chain: true},
+	// PASS=, DB_PASS=, FOO_PWD= (environment and shell). The bare word pass
+	// needs "=" (prose and test output say "pass:" and "PASS:"), and a bare
+	// PWD= is the shell's working directory, not a secret.
+	{re: regexp.MustCompile(`(?i)(?:\bpass\\?["']?[ \t]*=|\b[a-z0-9_.-]*[_.-](?:pass|pwd)` + keySep + `)[ \t]*` + value),
+		hints: []string{"pass", "pwd"}, chain: true},
+	// Registry credentials: docker config.json "auth": "<base64 of
+	// user:password>", containerd's auth = "...". (identitytoken is a token
+	// word of the rule above.)
+	{re: regexp.MustCompile(`(?i)(?:^|[^a-z0-9_.-])auth` + keySep + `(?P<s>\\"[A-Za-z0-9+/=]+(?:\\"|(?m:$))|"[A-Za-z0-9+/=]+(?:"|(?m:$))|'[A-Za-z0-9+/=]+(?:'|(?m:$))|[A-Za-z0-9+/]{16,}={0,2})`),
+		hints: []string{"auth"}},
+	// curl -u/--user user:password (and -U/--proxy-user), shell or argv
+	// list, quoted or not: the user stays, the password goes.
+	{re: regexp.MustCompile(`(?:^|[\s'"\[,])(?:-[uU]|--(?:proxy-)?user)` + flagSep + `?` +
+		`(?:"[^\s:"]+:(?P<s>[^"\n]+)"|'[^\s:']+:(?P<s>[^'\n]+)'|[^\s:"']+:(?P<s>[^\s"']+))`),
+		hints: []string{"-u", "--user", "--proxy-user"}},
 	// Registry logins with a short -p flag (docker, podman, nerdctl, helm,
-	// skopeo, oras login ... -p SECRET).
-	{regexp.MustCompile(`(?i)(\blogin\b[^\n]*?\s-p(?:\s+|=))(\S+)`), "${1}" + Mark, []string{"login"}},
-	// --flag value credentials (--token, --password, --client-secret).
-	{regexp.MustCompile(`(?i)(--[a-z0-9-]*(?:password|passwd|secret|token|api-key|access-key))(\s+)([^\s-]\S*)`), "${1}${2}" + Mark, credentialWords},
+	// skopeo, oras login ... -p SECRET), shell or argv list.
+	{re: regexp.MustCompile(`(?i)\blogin\b[^\n]*?[\s'"]-p` + flagSep + flagValue), hints: []string{"login"}},
+	// --flag value credentials (--token, --password, --client-secret,
+	// --db-pass), shell or argv list. --flag=value is a key=value.
+	{re: regexp.MustCompile(`(?i)--(?:[a-z0-9-]*(?:password|passwd|passphrase|secret|token|api-key|access-key)|(?:[a-z0-9-]*-)?pass|[a-z0-9-]*-pwd)(?:[ \t]+|["'],[ \t]*)` + flagValue),
+		hints: append([]string{"pass", "pwd"}, credentialWords...)},
 }
 
-// KeyBlock follows PEM private key blocks across the lines of a text, for
-// code that handles a file line by line (String sees one line at a time and
-// cannot know that a base64 line sits inside a key).
+func init() {
+	for i := range rules {
+		for g, name := range rules[i].re.SubexpNames() {
+			if name == "s" {
+				rules[i].secret = append(rules[i].secret, g)
+			}
+		}
+		if (rules[i].repl == "") == (len(rules[i].secret) == 0) {
+			panic("redact: rule " + rules[i].re.String() + " needs exactly one of a replacement or secret groups")
+		}
+	}
+}
+
+// apply runs the rule once over s.
+func (r *rule) apply(s string) string {
+	if r.repl != "" {
+		return r.re.ReplaceAllString(s, r.repl)
+	}
+	ms := r.re.FindAllStringSubmatchIndex(s, -1)
+	if ms == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		for _, g := range r.secret {
+			start, end := m[2*g], m[2*g+1]
+			if start < 0 || start < last {
+				continue
+			}
+			if r.chain && chainLink(s, start, end) {
+				continue
+			}
+			b.WriteString(s[last:start])
+			b.WriteString(mask(s[start:end]))
+			last = end
+		}
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// chainLink reports whether the bare value s[start:end], after a ":", is the
+// next link of a Go error chain: a word ending in ":" and followed by a blank.
+// After "=" it is a value like any other (PASSWORD=abc: is a password).
+func chainLink(s string, start, end int) bool {
+	if s[end-1] != ':' || end == len(s) || (s[end] != ' ' && s[end] != '\t') {
+		return false
+	}
+	return strings.HasSuffix(strings.TrimRight(s[:start], " \t"), ":")
+}
+
+// mask returns Mark for a secret value, inside the quotes that enclosed it:
+// \"x\" → \"[REDACTED]\", "x" → "[REDACTED]", and a quote left open stays
+// open.
+func mask(v string) string {
+	for _, q := range []string{`\"`, `"`, `'`} {
+		if strings.HasPrefix(v, q) {
+			if len(v) >= 2*len(q) && strings.HasSuffix(v, q) {
+				return q + Mark + q
+			}
+			return q + Mark
+		}
+	}
+	return Mark
+}
+
+// KeyBlock follows private key blocks (PEM and PGP) across the lines of a
+// text, for code that handles a file line by line (String sees one line at a
+// time and cannot know that a base64 line sits inside a key). Every line
+// inside a block is redacted, the short last line of the body and the PGP
+// armor headers and checksum included.
 type KeyBlock struct{ inside bool }
 
 var (
 	keyMaterial = regexp.MustCompile(`^\s*[A-Za-z0-9+/]{64,}={0,2}\s*$`)
 	hexOnly     = regexp.MustCompile(`^\s*[0-9a-fA-F]+\s*$`)
-	beginKey    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
-	endKey      = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+	beginKey    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
+	endKey      = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
 )
 
 // Line returns line, or Mark when it lies inside a private key block. The
@@ -88,7 +224,12 @@ func (k *KeyBlock) Line(line string) string {
 	return line
 }
 
-// String returns s with every secret replaced by Mark.
+// maxRounds bounds the passes of String: a replacement can, in principle,
+// make text another rule matches; String repeats until nothing changes so
+// that redacting twice is redacting once.
+const maxRounds = 4
+
+// String returns s with every secret replaced by Mark. It is idempotent.
 func String(s string) string {
 	if s == "" {
 		return s
@@ -98,23 +239,56 @@ func String(s string) string {
 		// out of its block (a log read from its middle): never evidence.
 		return Mark
 	}
+	for range maxRounds {
+		r := round(s)
+		if r == s {
+			break
+		}
+		s = r
+	}
+	return s
+}
+
+// round runs every rule once.
+func round(s string) string {
 	lower := strings.ToLower(s)
-	for _, r := range rules {
-		if containsAny(lower, r.hints) {
-			s = r.re.ReplaceAllString(s, r.repl)
+	for i := range rules {
+		r := &rules[i]
+		if !containsAny(lower, r.hints) {
+			continue
+		}
+		t := r.apply(s)
+		for r.repeat && t != s {
+			// The pattern consumes the delimiters: a second secret one
+			// character after the first was not seen yet.
+			u := r.apply(t)
+			if u == t {
+				break
+			}
+			t = u
+		}
+		if t != s {
+			s = t
 			lower = strings.ToLower(s)
 		}
 	}
 	return s
 }
 
-// Message redacts, in place, every string field of m and of the messages it
-// holds (lists and maps included).
+// Message makes valid UTF-8 of, then redacts, in place, every string of m
+// and of the messages it holds: fields, list elements, map values and map
+// keys. protojson and proto.Marshal refuse invalid UTF-8, and a node's files
+// hold whatever bytes they hold: invalid sequences become U+FFFD.
 func Message(m proto.Message) {
 	if m == nil {
 		return
 	}
 	walk(m.ProtoReflect())
+}
+
+// clean is what Message does to one string.
+func clean(s string) string {
+	return String(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 func walk(m protoreflect.Message) {
@@ -125,26 +299,21 @@ func walk(m protoreflect.Message) {
 			for i := 0; i < l.Len(); i++ {
 				switch fd.Kind() {
 				case protoreflect.StringKind:
-					l.Set(i, protoreflect.ValueOfString(String(l.Get(i).String())))
+					if s := l.Get(i).String(); s != "" {
+						if c := clean(s); c != s {
+							l.Set(i, protoreflect.ValueOfString(c))
+						}
+					}
 				case protoreflect.MessageKind, protoreflect.GroupKind:
 					walk(l.Get(i).Message())
 				}
 			}
 		case fd.IsMap():
-			mp := v.Map()
-			mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				switch fd.MapValue().Kind() {
-				case protoreflect.StringKind:
-					mp.Set(k, protoreflect.ValueOfString(String(mv.String())))
-				case protoreflect.MessageKind:
-					walk(mv.Message())
-				}
-				return true
-			})
+			walkMap(fd, v.Map())
 		case fd.Kind() == protoreflect.StringKind:
 			if s := v.String(); s != "" {
-				if r := String(s); r != s {
-					m.Set(fd, protoreflect.ValueOfString(r))
+				if c := clean(s); c != s {
+					m.Set(fd, protoreflect.ValueOfString(c))
 				}
 			}
 		case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
@@ -152,6 +321,52 @@ func walk(m protoreflect.Message) {
 		}
 		return true
 	})
+}
+
+// walkMap cleans a map's values and string keys. The changes are applied
+// after the walk (a map must not change while it is ranged over); a key that
+// changes is moved. Two keys that clean to the same text keep the value of
+// the later in range order.
+func walkMap(fd protoreflect.FieldDescriptor, mp protoreflect.Map) {
+	type entry struct {
+		old, key protoreflect.MapKey
+		moved    bool
+		val      protoreflect.Value
+	}
+	var changed []entry
+	stringKeys := fd.MapKey().Kind() == protoreflect.StringKind
+	mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+		e := entry{old: k, key: k, val: mv}
+		switch fd.MapValue().Kind() {
+		case protoreflect.StringKind:
+			if s := mv.String(); s != "" {
+				if c := clean(s); c != s {
+					e.val = protoreflect.ValueOfString(c)
+				}
+			}
+		case protoreflect.MessageKind, protoreflect.GroupKind:
+			walk(mv.Message()) // in place: the entry itself does not change
+		}
+		if stringKeys {
+			if s := k.String(); s != "" {
+				if c := clean(s); c != s {
+					e.key, e.moved = protoreflect.ValueOfString(c).MapKey(), true
+				}
+			}
+		}
+		if e.moved || !e.val.Equal(mv) {
+			changed = append(changed, e)
+		}
+		return true
+	})
+	for _, e := range changed {
+		if e.moved {
+			mp.Clear(e.old)
+		}
+	}
+	for _, e := range changed {
+		mp.Set(e.key, e.val)
+	}
 }
 
 func containsAny(s string, subs []string) bool {

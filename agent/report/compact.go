@@ -28,21 +28,22 @@ func WriteCompact(w io.Writer, r *nodediagv1.Report) error {
 	return err
 }
 
-// Compact renders the compact text; len(Compact(r)) <= MaxCompact always.
+// Compact renders the compact text; len(Compact(r)) <= MaxCompact always,
+// and no line carries a terminal control (terminalSafe).
 //
 // Lines are chosen by priority (the top cause's title, its first evidence,
 // its fix, where to look, its other evidence, the other findings, the gaps)
 // and printed in reading order, so a small budget drops the least useful
 // lines, never the fix or the summary.
 func Compact(r *nodediagv1.Report) string {
-	summary := clipBytes(oneLine(Summary(r)), maxSummaryLine) + "\n"
+	summary := clipBytes(oneLine(Summary(r)), maxSummaryLine) + "\n" // Summary is terminal-safe
 	type line struct {
 		order, prio int
 		text        string
 	}
 	var cand []line
 	put := func(order, prio int, s string) {
-		cand = append(cand, line{order, prio, clipBytes(oneLine(s), maxLine) + "\n"})
+		cand = append(cand, line{order, prio, clipBytes(terminalSafe(oneLine(s)), maxLine) + "\n"})
 	}
 	fs := r.GetFindings()
 	if len(fs) > 0 {

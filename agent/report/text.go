@@ -15,19 +15,21 @@ import (
 
 // WriteText writes the report for a person: each finding with its quoted
 // evidence, what it explains and its fix; then gaps and probes; then one
-// SUMMARY line, last.
+// SUMMARY line, last. Every string of the report is made terminal-safe
+// (terminalSafe): the report quotes the node, and the node must not drive
+// the operator's terminal.
 func WriteText(w io.Writer, r *nodediagv1.Report) error {
 	bw := bufio.NewWriter(w)
 	h := r.GetHost()
-	fmt.Fprintf(bw, "nodediag-agent %s: node %s", r.GetAgent().GetVersion(), orDash(h.GetNodeName()))
+	fmt.Fprintf(bw, "nodediag-agent %s: node %s", terminalSafe(r.GetAgent().GetVersion()), terminalSafe(orDash(h.GetNodeName())))
 	if h.GetOs() != "" {
-		fmt.Fprintf(bw, " (%s", h.GetOs())
+		fmt.Fprintf(bw, " (%s", terminalSafe(h.GetOs()))
 		if h.GetKernel() != "" {
-			fmt.Fprintf(bw, ", kernel %s", h.GetKernel())
+			fmt.Fprintf(bw, ", kernel %s", terminalSafe(h.GetKernel()))
 		}
 		fmt.Fprint(bw, ")")
 	}
-	fmt.Fprintf(bw, ", root %s\n", h.GetRoot())
+	fmt.Fprintf(bw, ", root %s\n", terminalSafe(h.GetRoot()))
 	if win := r.GetWindow(); win != nil {
 		fmt.Fprintf(bw, "window %s .. %s\n", fmtTS(win.GetSince(), "start of evidence"), fmtTS(win.GetUntil(), "now"))
 	}
@@ -38,7 +40,7 @@ func WriteText(w io.Writer, r *nodediagv1.Report) error {
 	if len(r.GetGaps()) > 0 {
 		fmt.Fprintln(bw, "\nnot seen (missing evidence is not a negative result):")
 		for _, g := range r.GetGaps() {
-			fmt.Fprintf(bw, "  - %s\n", oneLine(g))
+			fmt.Fprintf(bw, "  - %s\n", terminalSafe(oneLine(g)))
 		}
 	}
 	fmt.Fprintf(bw, "\nprobes: %s\n", probeLine(r))
@@ -51,25 +53,27 @@ func writeFinding(w io.Writer, n int, f *nodediagv1.Finding) {
 	if f.GetConsequence() {
 		tag += ", consequence"
 	}
-	fmt.Fprintf(w, "%d. %s %s [%s]\n", n, strings.ToUpper(f.GetSeverity()), f.GetId(), tag)
-	fmt.Fprintf(w, "   %s\n", f.GetTitle())
+	fmt.Fprintf(w, "%d. %s %s [%s]\n", n, terminalSafe(strings.ToUpper(f.GetSeverity())), terminalSafe(f.GetId()), terminalSafe(tag))
+	fmt.Fprintf(w, "   %s\n", terminalSafe(f.GetTitle()))
 	if len(f.GetEvidence()) > 0 {
 		fmt.Fprintln(w, "   evidence:")
 		for _, q := range f.GetEvidence() {
-			fmt.Fprintf(w, "     %s\n", quoteHead(q))
+			fmt.Fprintf(w, "     %s\n", terminalSafe(quoteHead(q)))
+			// The excerpt's own newlines become the renderer's: each line
+			// is escaped on its own, indented under the quote's head.
 			for _, l := range strings.Split(strings.TrimRight(q.GetExcerpt(), "\n"), "\n") {
-				fmt.Fprintf(w, "       %s\n", l)
+				fmt.Fprintf(w, "       %s\n", terminalSafe(l))
 			}
 		}
 	}
 	if len(f.GetExplains()) > 0 {
-		fmt.Fprintf(w, "   explains: %s\n", strings.Join(f.GetExplains(), ", "))
+		fmt.Fprintf(w, "   explains: %s\n", terminalSafe(strings.Join(f.GetExplains(), ", ")))
 	}
 	if f.GetRemediation() != "" {
-		fmt.Fprintf(w, "   fix: %s\n", f.GetRemediation())
+		fmt.Fprintf(w, "   fix: %s\n", terminalSafe(f.GetRemediation()))
 	}
 	if f.GetRefutedBy() != "" {
-		fmt.Fprintf(w, "   refuted by: %s\n", f.GetRefutedBy())
+		fmt.Fprintf(w, "   refuted by: %s\n", terminalSafe(f.GetRefutedBy()))
 	}
 }
 
@@ -91,10 +95,10 @@ func probeLine(r *nodediagv1.Report) string {
 		s := p.GetName() + " " + p.GetStatus()
 		parts = append(parts, s)
 	}
-	return strings.Join(parts, ", ")
+	return terminalSafe(strings.Join(parts, ", "))
 }
 
-// Summary is the last line of text and compact output:
+// Summary is the last line of text and compact output (terminal-safe):
 // "SUMMARY <worst severity> <node> <top ID>: <top title> (<tally>)", or
 // "SUMMARY ok <node>: ..." when nothing is at error or above.
 func Summary(r *nodediagv1.Report) string {
@@ -117,7 +121,7 @@ func Summary(r *nodediagv1.Report) string {
 		if fs := r.GetFindings(); len(fs) > 0 && rules.SeverityAtLeast(fs[0].GetSeverity(), rules.Warning) {
 			msg += "; top: " + fs[0].GetId() + ": " + oneLine(fs[0].GetTitle())
 		}
-		return msg
+		return terminalSafe(msg)
 	}
 	// The first word is the worst severity (what scripts grep for); the
 	// finding named is the most likely root cause, whatever its severity.
@@ -128,7 +132,7 @@ func Summary(r *nodediagv1.Report) string {
 		}
 	}
 	top := r.GetFindings()[0]
-	return fmt.Sprintf("SUMMARY %s %s %s: %s (%s)", worst, orDash(node), top.GetId(), oneLine(top.GetTitle()), strings.Join(tally, ", "))
+	return terminalSafe(fmt.Sprintf("SUMMARY %s %s %s: %s (%s)", worst, orDash(node), top.GetId(), oneLine(top.GetTitle()), strings.Join(tally, ", ")))
 }
 
 func fmtTS(t *timestamppb.Timestamp, zero string) string {

@@ -74,6 +74,16 @@ func cloudInitFailedRule(in *Input) []*nodediagv1.Finding {
 	if len(quotes) == 0 {
 		quotes = append(quotes, cloudInitStatusQuote(ci))
 	}
+	if ci.GetSentinelPresent() {
+		// The bootstrap completed: a module failed beside it (a package
+		// update without a mirror on an air-gapped node), not the node.
+		sentinel := ci.GetSentinelPath()
+		if sentinel == "" {
+			sentinel = bootstrapSentinelPath
+		}
+		quotes = append(quotes, QuoteText(sentinel, "present: the bootstrap completed"))
+		return []*nodediagv1.Finding{CloudInitModuleFailed.Finding(Params{}, quotes...)}
+	}
 	return []*nodediagv1.Finding{CloudInitFailed.Finding(Params{}, quotes...)}
 }
 
@@ -285,13 +295,13 @@ func bootstrapRanEarlierBoot(in *Input, ci *nodediagv1.CloudInit) bool {
 }
 
 // capiBootstrapQuote is the evidence that CAPI's kubeadm bootstrap drives
-// this node, or nil. Files say it best: a kubeadm configuration written by
-// the bootstrap provider, then the /run/cluster-api directory its
-// write_files create; else a line of cloud-init's output naming
-// /run/cluster-api, else one naming kubeadm.
+// this node, or nil. Only what CAPI itself writes counts: a kubeadm
+// configuration of the bootstrap provider, the /run/cluster-api directory its
+// write_files create, or a line of cloud-init's output naming it (a kubeadm
+// installed by hand, or a package "Setting up kubeadm", is not CAPI).
 func capiBootstrapQuote(in *Input, ci *nodediagv1.CloudInit) *nodediagv1.Quote {
 	for _, cf := range in.Kubeadm().GetConfigFiles() {
-		if cf.GetPath() == "" {
+		if cf.GetPath() == "" || !strings.HasPrefix(cf.GetPath(), "/run/kubeadm/") {
 			continue
 		}
 		text := "present"
@@ -303,21 +313,17 @@ func capiBootstrapQuote(in *Input, ci *nodediagv1.CloudInit) *nodediagv1.Quote {
 	if ci.GetClusterApiDirPresent() {
 		return QuoteText(bootstrapCAPIDir, "present")
 	}
-	var kubeadmLine *nodediagv1.Quote
 	for _, src := range in.Logs() {
 		if src.GetKind() != "cloud-init-output" {
 			continue
 		}
 		for _, l := range src.GetLines() {
-			if strings.Contains(l.GetText(), "/run/cluster-api") {
+			if t := l.GetText(); strings.Contains(t, "/run/cluster-api") || strings.Contains(t, "bootstrap-success.complete") {
 				return QuoteLog(src, l)
-			}
-			if kubeadmLine == nil && strings.Contains(l.GetText(), "kubeadm") {
-				kubeadmLine = QuoteLog(src, l)
 			}
 		}
 	}
-	return kubeadmLine
+	return nil
 }
 
 // cloudInitStatusQuote states cloud-init's status, naming the file it rests

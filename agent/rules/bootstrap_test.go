@@ -209,10 +209,17 @@ func TestBootstrapRules(t *testing.T) {
 			want: []*nodediagv1.Finding{sentinelMissing(doneQuote, bsLogQuote(2, "+ "+bsKubeadmCmd))},
 		},
 		{
-			name: "CAPI node known by kubeadm's output in cloud-init-output.log",
+			// kubeadm run by hand or by another tool writes no sentinel:
+			// only what CAPI itself leaves proves a CAPI bootstrap.
+			name: "kubeadm's output alone does not make a CAPI node",
 			ci:   bsCloudInit("done"),
 			more: []*nodediagv1.ProbeEvidence{bsOutputLog(bsJoinLine, bsFYILine)},
-			want: []*nodediagv1.Finding{sentinelMissing(doneQuote, bsLogQuote(2, bsFYILine))},
+		},
+		{
+			name: "CAPI node known by its sentinel command in cloud-init-output.log",
+			ci:   bsCloudInit("done"),
+			more: []*nodediagv1.ProbeEvidence{bsOutputLog(bsJoinLine, "+ echo success > /run/cluster-api/bootstrap-success.complete")},
+			want: []*nodediagv1.Finding{sentinelMissing(doneQuote, bsLogQuote(2, "+ echo success > /run/cluster-api/bootstrap-success.complete"))},
 		},
 		{
 			name: "CAPI node known by its kubeadm configuration",
@@ -473,5 +480,17 @@ func TestBootstrapRulesAreWired(t *testing.T) {
 		if !names[r.Name] {
 			t.Errorf("rule %s is not in goRules()", r.Name)
 		}
+	}
+}
+
+// A module error beside a completed bootstrap is a warning, not the node's
+// failure.
+func TestCloudInitModuleFailedBesideBootstrap(t *testing.T) {
+	ci := &nodediagv1.CloudInit{Status: "error", Errors: []string{"('package_update_upgrade_install', ProcessExecutionError())"},
+		StatusSource: "/run/cloud-init/result.json", SentinelPresent: true, SentinelPath: "/run/cluster-api/bootstrap-success.complete"}
+	in := &Input{Ev: &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{{Name: "cloud-init", Status: "ok", Data: &nodediagv1.ProbeEvidence_CloudInit{CloudInit: ci}}}}}
+	fs := cloudInitFailedRule(in)
+	if len(fs) != 1 || fs[0].Id != "CloudInitModuleFailed" || fs[0].Severity != Warning {
+		t.Fatalf("got %v, want one CloudInitModuleFailed warning", fs)
 	}
 }

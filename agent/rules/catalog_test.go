@@ -131,3 +131,19 @@ func TestRank(t *testing.T) {
 		})
 	}
 }
+
+// A log line can lend its quote to a Go finding only when the ID was raised
+// once: with two expired certificates it is not known which one it is about.
+func TestMergeOnlyIntoAnUnambiguousFinding(t *testing.T) {
+	q := &nodediagv1.Quote{Source: "/var/log/syslog", Line: 3, Excerpt: "x509: certificate has expired"}
+	one := []*nodediagv1.Finding{f("CertificateExpired")}
+	got := merge(one, []*nodediagv1.Finding{f("CertificateExpired", q)})
+	if len(got) != 1 || len(got[0].Evidence) != 1 {
+		t.Errorf("one Go finding: the quote should join it, got %v", got)
+	}
+	two := []*nodediagv1.Finding{f("CertificateExpired"), f("CertificateExpired")}
+	got = merge(two, []*nodediagv1.Finding{f("CertificateExpired", q)})
+	if len(got) != 3 {
+		t.Errorf("two Go findings: the log finding should stay apart, got %d findings", len(got))
+	}
+}

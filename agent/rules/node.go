@@ -141,11 +141,15 @@ func parseDiskThreshold(signal, raw string) (diskThreshold, bool) {
 //   - DiskInodesExhausted when its inodes are at least 95% used, or below the
 //     kubelet's inodesFree threshold for nodefs or imagefs;
 //   - DiskNearlyFull (a warning) at 85% used when it is not full.
+//
+// Read-only filesystems are skipped.
 func diskRule(in *Input) []*nodediagv1.Finding {
 	thresholds := diskThresholds(in)
 	var out []*nodediagv1.Finding
 	for _, f := range in.Filesystems() {
-		if f.GetTotalBytes() == 0 {
+		if f.GetTotalBytes() == 0 || f.GetReadOnly() {
+			// A read-only filesystem (an immutable image's squashfs or
+			// erofs /) is always full, by design.
 			continue
 		}
 		paths := append([]string{f.GetPath()}, f.GetAlso()...)
@@ -306,9 +310,13 @@ func swapRule(in *Input) []*nodediagv1.Finding {
 
 // swapFailSwapOn returns the kubelet's effective failSwapOn and the line
 // that set it, if any.
+// Like pflag, the last flag on the command line wins, and "_" and "-" are
+// the same in a flag name.
 func swapFailSwapOn(kc *nodediagv1.KubeletConfig) (bool, *nodediagv1.SourceLine) {
-	for _, fl := range kc.GetFlags() {
-		if !fl.GetActive() || fl.GetName() != "fail-swap-on" {
+	flags := kc.GetFlags()
+	for i := len(flags) - 1; i >= 0; i-- {
+		fl := flags[i]
+		if !fl.GetActive() || strings.ReplaceAll(fl.GetName(), "_", "-") != "fail-swap-on" {
 			continue
 		}
 		if fl.GetValue() == "" {
@@ -368,6 +376,10 @@ func certificateRule(in *Input) []*nodediagv1.Finding {
 		notBefore, notAfter := c.GetNotBefore().AsTime(), c.GetNotAfter().AsTime()
 		q := certQuote(c)
 		switch {
+		case notAfter.Before(now) && isKubeletSelfSignedServing(c):
+			out = append(out, KubeletServingCertificateExpired.Finding(Params{
+				"path": name, "not_after": notAfter.UTC().Format(time.RFC3339),
+			}, q))
 		case notAfter.Before(now):
 			out = append(out, CertificateExpired.Finding(Params{
 				"path": name, "not_after": notAfter.UTC().Format(time.RFC3339),
@@ -389,6 +401,14 @@ func certificateRule(in *Input) []*nodediagv1.Finding {
 		}
 	}
 	return out
+}
+
+// isKubeletSelfSignedServing says whether c is the serving certificate the
+// kubelet generates for itself when serverTLSBootstrap is off
+// (/var/lib/kubelet/pki/kubelet.crt, issuer = subject = "<host>@<epoch>"):
+// it is made once, valid a year, and never renewed.
+func isKubeletSelfSignedServing(c *nodediagv1.Certificate) bool {
+	return c.GetPath() == certKubeletPKIDir+"/kubelet.crt" && c.GetIssuer() == c.GetSubject()
 }
 
 // certIsStaleKubeletRotation says whether p is a rotated kubelet

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -615,5 +616,44 @@ func TestCertificateRuleLowerBoundClock(t *testing.T) {
 				t.Errorf("got %v, want %d finding(s)", nodeSummary(got), tt.want)
 			}
 		})
+	}
+}
+
+// The kubelet's self-signed serving certificate is never renewed: once
+// expired it is a warning with its own remedy, not a node-breaking error.
+func TestKubeletServingCertificate(t *testing.T) {
+	self := &nodediagv1.Certificate{
+		Path: "/var/lib/kubelet/pki/kubelet.crt", Subject: "CN=node-1@1714521645", Issuer: "CN=node-1@1714521645",
+		NotBefore: timestamppb.New(nodeClock.AddDate(-2, 0, 0)), NotAfter: timestamppb.New(nodeClock.AddDate(-1, 0, 0)),
+	}
+	signed := proto.Clone(self).(*nodediagv1.Certificate)
+	signed.Issuer = "CN=kubernetes"
+	got := certificateRule(nodeInput(&nodediagv1.Certificates{Certificates: []*nodediagv1.Certificate{self, signed}}))
+	want := []nodeGot{
+		{"KubeletServingCertificateExpired", "the kubelet's self-signed serving certificate /var/lib/kubelet/pki/kubelet.crt expired on 2023-05-01T12:00:00Z"},
+		{"CertificateExpired", "certificate /var/lib/kubelet/pki/kubelet.crt expired on 2023-05-01T12:00:00Z"},
+	}
+	if diff := cmp.Diff(want, nodeSummary(got)); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}
+
+// pflag keeps the last value of a repeated flag, and reads _ as -.
+func TestSwapFailSwapOnLastFlagWins(t *testing.T) {
+	kc := &nodediagv1.KubeletConfig{Flags: []*nodediagv1.KubeletFlag{
+		{Name: "fail-swap-on", Value: "true", Active: true},
+		{Name: "fail_swap_on", Value: "false", Active: true},
+	}}
+	if on, _ := swapFailSwapOn(kc); on {
+		t.Error("the last --fail_swap_on=false should win")
+	}
+}
+
+func TestDiskRuleSkipsReadOnly(t *testing.T) {
+	fs := &nodediagv1.Filesystems{Filesystems: []*nodediagv1.Filesystem{{
+		Path: "/", MountPoint: "/", Fstype: "squashfs", TotalBytes: 1 << 30, UsedBytes: 1 << 30, UsedPercent: 100, ReadOnly: true,
+	}}}
+	if got := diskRule(nodeInput(fs)); len(got) != 0 {
+		t.Errorf("a read-only image filesystem is full by design: got %v", nodeSummary(got))
 	}
 }

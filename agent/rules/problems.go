@@ -193,14 +193,14 @@ var (
 		Title:       "certificate {path} is not valid until {not_before}: the clock is behind",
 		Remediation: "Fix the node's clock (chrony/systemd-timesyncd, the Azure host time sync), then restart the kubelet; certificates are judged against the node's time.",
 		RefutedBy:   "the node's clock past the certificate's notBefore",
-		Explains:    append([]string{"ClockSkew", "CertificateExpired", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
+		Explains:    append([]string{"ClockSkew", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
 	})
 	ClockSkew = register(Problem{
 		ID: "ClockSkew", Category: CatTimeSkew, Severity: Error,
 		Title:       "TLS fails because the clock is off: {detail}",
 		Remediation: "Fix the node's time synchronisation (chrony/systemd-timesyncd, the hypervisor's time source) and restart the kubelet.",
 		RefutedBy:   "the node's time matching a reliable clock",
-		Explains:    append([]string{"CertificateExpired", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
+		Explains:    append([]string{"APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
 	})
 	CertificateExpired = register(Problem{
 		ID: "CertificateExpired", Category: CatCertExpired, Severity: Error,
@@ -342,6 +342,12 @@ var (
 		RefutedBy:   "cloud-init status: done without errors",
 		Explains:    []string{"BootstrapSentinelMissing"},
 	})
+	CloudInitModuleFailed = register(Problem{
+		ID: "CloudInitModuleFailed", Category: CatCloudInitFailed, Severity: Warning,
+		Title:       "a cloud-init module failed, though the bootstrap completed",
+		Remediation: "The node bootstrapped (the sentinel is there); a module beside it failed, often a package update or install that cannot reach its mirror on an air-gapped node. Fix or disable that module in the image or the cloud-config so that the next node does not carry the error.",
+		RefutedBy:   "cloud-init status: done without errors",
+	})
 	CloudInitStillRunning = register(Problem{
 		ID: "CloudInitStillRunning", Category: CatCloudInitFailed, Severity: Warning, Confidence: Medium, Symptom: true,
 		Title:       "cloud-init has been running stage {stage} for {duration}",
@@ -396,6 +402,12 @@ var (
 		Title:       "kubectl {kubectl} is more than one minor version from the control plane {control_plane}",
 		Remediation: "Use a kubectl within one minor version of kube-apiserver for the bootstrap scripts that call it.",
 		RefutedBy:   "kubectl within one minor version",
+	})
+	KubeletServingCertificateExpired = register(Problem{
+		ID: "KubeletServingCertificateExpired", Category: CatCertExpired, Severity: Warning,
+		Title:       "the kubelet's self-signed serving certificate {path} expired on {not_after}",
+		Remediation: "The kubelet creates this certificate once, valid one year, and never renews it; kube-apiserver does not verify it by default, but clients that do (metrics-server without --kubelet-insecure-tls) fail. Delete {path} and its key and restart the kubelet to get a new one, or turn on serverTLSBootstrap so that serving certificates are issued and rotated.",
+		RefutedBy:   "a current serving certificate, or serverTLSBootstrap in use",
 	})
 	CertificateExpiresSoon = register(Problem{
 		ID: "CertificateExpiresSoon", Category: CatCertExpired, Severity: Warning,

@@ -3,6 +3,7 @@ package rules
 import (
 	"strings"
 
+	"github.com/nodediag/nodediag/agent/redact"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -10,7 +11,13 @@ import (
 // short enough that a report stays readable.
 const MaxExcerpt = 1000
 
+// clip redacts s, then cuts it to MaxExcerpt bytes on a rune boundary.
+// Redaction comes first: a secret cut in two by the clip (a bootstrap token
+// shortened below its 16 characters, a certificate key below 32) no longer
+// matches the patterns and would leak in part; report.Build's redaction of
+// the whole report stays the backstop.
 func clip(s string) string {
+	s = redact.String(s)
 	if len(s) <= MaxExcerpt {
 		return s
 	}

@@ -308,10 +308,17 @@ func (p *Problem) Finding(params Params, quotes ...*nodediagv1.Quote) *nodediagv
 // whose ID a Go rule already raised lends its quotes to that finding (the log
 // line that shows the effect joins the file line that shows the cause).
 func merge(goFs, sigFs []*nodediagv1.Finding) []*nodediagv1.Finding {
+	// Only an ID raised once can take the quotes: with two expired
+	// certificates, which one a log line is about is not known.
 	byID := map[string]*nodediagv1.Finding{}
+	count := map[string]int{}
 	for _, f := range goFs {
-		if _, ok := byID[f.Id]; !ok {
-			byID[f.Id] = f
+		count[f.Id]++
+		byID[f.Id] = f
+	}
+	for id, n := range count {
+		if n > 1 {
+			delete(byID, id)
 		}
 	}
 	out := goFs

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodediag/nodediag/agent/redact"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -229,25 +230,79 @@ func matchSignatures(in *Input, sigs []*Signature) []*nodediagv1.Finding {
 	return out
 }
 
-// persisting drops the matches of transient signatures whose lines do not
-// span their Persist duration: a bootstrap transient is not a cause until it
-// outlasts bootstrap.
+// persisting keeps the matches of a transient signature only when some of
+// them form a run that lasts its Persist duration and still goes on at the
+// end of its log: timed matches no more than Persist apart, spanning at least
+// Persist, the last within Persist of the log's newest line. A bootstrap
+// transient is not a cause until it outlasts bootstrap, and two blips days
+// apart on a long-running node (a control plane rollout, a CNI upgrade) are
+// not an outage.
 func persisting(ms []sigMatch) []sigMatch {
 	bySig := map[*Signature][]sigMatch{}
 	for _, m := range ms {
 		bySig[m.sig] = append(bySig[m.sig], m)
 	}
+	keep := map[*Signature][]sigMatch{}
+	for sig, group := range bySig {
+		if sig.persist == 0 {
+			keep[sig] = group
+			continue
+		}
+		keep[sig] = persistingRun(group, sig.persist)
+	}
 	var out []sigMatch
 	for _, m := range ms {
-		if m.sig.persist == 0 || spans(bySig[m.sig], m.sig.persist) {
-			out = append(out, m)
+		for _, k := range keep[m.sig] {
+			if k.line == m.line {
+				out = append(out, m)
+				break
+			}
 		}
 	}
 	return out
 }
 
-func spans(ms []sigMatch, d time.Duration) bool {
-	return span(ms) >= d && d > 0
+// persistingRun returns the matches of the last qualifying run, or nil.
+func persistingRun(ms []sigMatch, d time.Duration) []sigMatch {
+	timed := make([]sigMatch, 0, len(ms))
+	var logEnd time.Time
+	for _, m := range ms {
+		if t := m.line.GetTime(); t != nil {
+			timed = append(timed, m)
+		}
+		if e := sourceEnd(m.src); e.After(logEnd) {
+			logEnd = e
+		}
+	}
+	sort.SliceStable(timed, func(i, j int) bool { return timed[i].line.GetTime().AsTime().Before(timed[j].line.GetTime().AsTime()) })
+	var best []sigMatch
+	start := 0
+	for i := 1; i <= len(timed); i++ {
+		if i < len(timed) && timed[i].line.GetTime().AsTime().Sub(timed[i-1].line.GetTime().AsTime()) <= d {
+			continue
+		}
+		run := timed[start:i]
+		first, last := run[0].line.GetTime().AsTime(), run[len(run)-1].line.GetTime().AsTime()
+		if last.Sub(first) >= d && !last.Before(logEnd.Add(-d)) {
+			best = run
+		}
+		start = i
+	}
+	return best
+}
+
+// sourceEnd is the newest time a log shows.
+func sourceEnd(src *nodediagv1.LogExcerpt) time.Time {
+	var end time.Time
+	if t := src.GetLastTime(); t != nil {
+		end = t.AsTime()
+	}
+	for _, l := range src.GetLines() {
+		if t := l.GetTime(); t != nil && t.AsTime().After(end) {
+			end = t.AsTime()
+		}
+	}
+	return end
 }
 
 // span is the time between the first and the last timed match.
@@ -346,7 +401,8 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 }
 
 func clipDetail(s string) string {
-	s = strings.TrimSpace(s)
+	// Redact before cutting: a secret cut in two escapes the patterns.
+	s = redact.String(strings.TrimSpace(s))
 	if len(s) > 200 {
 		cut := 200
 		for cut > 0 && (s[cut]&0xC0) == 0x80 {

@@ -303,7 +303,8 @@ func TestSignaturesRankCauseFirst(t *testing.T) {
 }
 
 // TestSignaturePersist: a bootstrap transient becomes a finding only when
-// its lines span the signature's persist duration (10m).
+// its lines form a run of the signature's persist duration (10m) that goes
+// on to the end of the log.
 func TestSignaturePersist(t *testing.T) {
 	const refused = `E0501 %s    1234 kubelet_node_status.go:108] "Unable to register node with API server" err="Post \"https://controlplane:6553/api/v1/nodes\": dial tcp 192.168.227.136:6553: connect: connection refused" node="node01"`
 	lines := func(span time.Duration) []*nodediagv1.LogLine {
@@ -313,17 +314,26 @@ func TestSignaturePersist(t *testing.T) {
 		}
 		return out
 	}
+	at := func(n int32, d time.Duration) *nodediagv1.LogLine {
+		return logLine(n, d, strings.Replace(refused, "%s", t0.Add(d).Format("15:04:05.000000"), 1))
+	}
+	other := func(n int32, d time.Duration) *nodediagv1.LogLine {
+		return logLine(n, d, `I0501 10:00:00.000000    1234 kubelet.go:2452] "SyncLoop (PLEG): event for pod"`)
+	}
 	tests := []struct {
-		name string
-		span time.Duration
-		want bool
+		name  string
+		lines []*nodediagv1.LogLine
+		want  bool
 	}{
-		{"3 minutes is bootstrap", 3 * time.Minute, false},
-		{"12 minutes persists", 12 * time.Minute, true},
+		{"3 minutes is bootstrap", lines(3 * time.Minute), false},
+		{"12 minutes persists", lines(12 * time.Minute), true},
+		{"two blips three days apart are not an outage", []*nodediagv1.LogLine{at(1, 0), at(2, time.Second), at(3, 72*time.Hour), at(4, 72*time.Hour+time.Second)}, false},
+		{"an outage of 15 minutes that ended hours ago is over", []*nodediagv1.LogLine{at(1, 0), at(2, 5*time.Minute), at(3, 10*time.Minute), at(4, 15*time.Minute), other(5, 3*time.Hour)}, false},
+		{"an outage still going on at the end of the log", []*nodediagv1.LogLine{other(1, 0), at(2, 90*time.Minute), at(3, 96*time.Minute), at(4, 102*time.Minute)}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ev := logsEvidence(&nodediagv1.LogExcerpt{Source: "/var/log/kubelet.log", Kind: "kubelet", Lines: lines(tt.span)})
+			ev := logsEvidence(&nodediagv1.LogExcerpt{Source: "/var/log/kubelet.log", Kind: "kubelet", Lines: tt.lines})
 			f := findingByID(analyze(t, ev, rules.Context{}), "APIServerUnreachable")
 			if (f != nil) != tt.want {
 				t.Fatalf("APIServerUnreachable found: %v, want %v", f != nil, tt.want)

@@ -2,6 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
@@ -28,6 +30,9 @@ var versionRules = []Rule{
 // binaryVersionsProbe is the name of the probe that fills Binaries: a rule
 // that concludes from the absence of a binary needs to know it looked.
 const binaryVersionsProbe = "binary-versions"
+
+// searchedBinDirs are the directories the binary-versions probe searches.
+var searchedBinDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/bin"}
 
 // packagedKubeletPath is where packages (deb, rpm) and the CAPI images install
 // the kubelet, and what kubeadm's 10-kubeadm.conf drop-in runs.
@@ -251,6 +256,11 @@ func ruleKubeletNotInstalled(in *Input) []*nodediagv1.Finding {
 	unit := unitKubeletPath(in)
 	if unit == "" {
 		unit = packagedKubeletPath
+	}
+	if !slices.Contains(searchedBinDirs, path.Dir(unit)) {
+		// The unit runs a kubelet where the probe did not look
+		// (/opt/kubernetes/bin): its absence is not known.
+		return nil
 	}
 	return []*nodediagv1.Finding{KubeletNotInstalled.Finding(
 		Params{"unit_path": unit},

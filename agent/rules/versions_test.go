@@ -424,3 +424,20 @@ func TestVersionRulesThroughEngine(t *testing.T) {
 		t.Errorf("findings = %v, want KubeletNewerThanControlPlane", ids)
 	}
 }
+
+// A kubelet the unit runs from a directory the probe does not search is not
+// known to be missing.
+func TestKubeletNotInstalledOutsideSearchedDirs(t *testing.T) {
+	kc := &nodediagv1.KubeletConfig{ExecPath: "/opt/kubernetes/bin/kubelet", ExecStart: &nodediagv1.SourceLine{Path: "/etc/systemd/system/kubelet.service", Line: 5, Text: "ExecStart=/opt/kubernetes/bin/kubelet"}}
+	ev := &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{
+		{Name: "kubelet-config", Status: "ok", Data: &nodediagv1.ProbeEvidence_KubeletConfig{KubeletConfig: kc}},
+		{Name: "binary-versions", Status: "ok", Data: &nodediagv1.ProbeEvidence_Binaries{Binaries: &nodediagv1.Binaries{}}},
+	}}
+	if fs := ruleKubeletNotInstalled(&Input{Ev: ev}); len(fs) != 0 {
+		t.Errorf("got %v, want nothing", fs)
+	}
+	kc.ExecPath = "/usr/bin/kubelet"
+	if fs := ruleKubeletNotInstalled(&Input{Ev: ev}); len(fs) != 1 {
+		t.Errorf("got %v, want KubeletNotInstalled for /usr/bin/kubelet", fs)
+	}
+}

@@ -100,6 +100,15 @@ ANSI_COLOR="1;34"
 HOME_URL="https://aka.ms/azurelinux"
 `
 		t["proc/sys/kernel/osrelease"] = "6.6.57.1-1.azl3\n"
+	case "rhel-9":
+		t["etc/os-release"] = `NAME="Red Hat Enterprise Linux"
+VERSION="9.4 (Plow)"
+ID="rhel"
+ID_LIKE="fedora"
+VERSION_ID="9.4"
+PRETTY_NAME="Red Hat Enterprise Linux 9.4 (Plow)"
+`
+		t["proc/sys/kernel/osrelease"] = "5.14.0-427.13.1.el9_4.x86_64\n"
 	case "rhel-8":
 		t["etc/os-release"] = `NAME="Red Hat Enterprise Linux"
 VERSION="8.6 (Ootpa)"

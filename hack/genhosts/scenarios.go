@@ -55,6 +55,10 @@ func scriptsFailed(mmss string) string { return fmt.Sprintf(scriptsUserFailed, m
 func scenarios() []scenario {
 	return []scenario{
 		healthyWorker(),
+		healthyControlPlane(),
+		healthyRebootedAfterAYear(),
+		kubeadmWithoutCAPI(),
+		airgapModuleError(),
 		bootstrapInProgress(),
 		azl3RemovedFlag(),
 		containerRuntimeFlag(),
@@ -76,6 +80,7 @@ func scenarios() []scenario {
 		downloadFailed(),
 		kubeletConfigInvalid(),
 		plantedSecrets(),
+		rhelLocalTimeFlag(),
 	}
 }
 
@@ -610,9 +615,24 @@ func plantedSecrets() scenario {
 	t["etc/kubernetes/admin.conf"] = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.100:6443\n  name: c\nusers:\n- name: admin\n  user:\n    token: eyJhbGciOiJSUzI1NiIsImtpZCI6InNlY3JldCJ9.c2VjcmV0LXBheWxvYWQ.c2lnbmF0dXJl\n"
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `+ echo 'Pulling the custom kubelet from https://capzsecret.blob.core.windows.net/bins/kubelet?sv=2022-11-02&ss=b&srt=o&sp=r&se=2024-04-30T00:00:00Z&st=2024-04-01T00:00:00Z&spr=https&sig=Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0%3D'
 Pulling the custom kubelet from https://capzsecret.blob.core.windows.net/bins/kubelet?sv=2022-11-02&ss=b&srt=o&sp=r&se=2024-04-30T00:00:00Z&st=2024-04-01T00:00:00Z&spr=https&sig=Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0%3D
++ curl -fsSL -u capzci:Hunter2curl -o /usr/local/bin/kubelet 'https://capzsecret.blob.core.windows.net/bins/kubelet?sv=2022-11-02&ss=b&srt=o&sp=r&se=2024-04-30T00:00:00Z&st=2024-04-01T00:00:00Z&spr=https&sig=Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0%3D'
 curl: (22) The requested URL returned error: 403 https://capzsecret.blob.core.windows.net/bins/kubelet?sv=2022-11-02&ss=b&srt=o&sp=r&se=2024-04-30T00:00:00Z&st=2024-04-01T00:00:00Z&spr=https&sig=Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0%3D
 + docker login registry.example.com -u ci -p Tr0ub4dor&3
 Error response from daemon: Get "https://registry.example.com/v2/": unauthorized: incorrect username or password
++ echo '{"auths":{"registry.example.com":{"auth":"YWRtaW46SHVudGVyMmF1dGg="}}}'
++ export REGISTRY_PASS=Hunter2pass DB_PWD=Hunter2pwd
++ printf 'password: "correct horse battery staple"\n'
+password: "correct horse battery staple"
++ git clone https://deploy:Hunter2/slash@git.example.com/ops/node-scripts.git
+level=error msg="registry login failed" err="POST https://registry.example.com/token: 401 {\"username\":\"ci\",\"password\":\"Hunter2escaped\"}"
++ cp /tmp/join-token_5xf60f.jlq4b8e3ns7kz2rd /etc/kubeadm-token
++ cat /tmp/signing.asc
+-----BEGIN PGP PRIVATE KEY BLOCK-----
+
+lQOYBGYxAAABCADplanted0pgp0secret0body0AAAAAAAAAAAAAAAAAAAAAAAAAAAA
+Zm9vPGPtail
+=Ab3d
+-----END PGP PRIVATE KEY BLOCK-----
 + kubeadm join capz-secret.eastus.cloudapp.azure.com:6443 --token 5xf60f.jlq4b8e3ns7kz2rd --discovery-token-ca-cert-hash sha256:8c62b24d4b1f4a4c2f1b0b6e0d8b9a1e6a5b2c3d4e5f60718293a4b5c6d7e8f9 --control-plane --certificate-key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 [preflight] Running pre-flight checks
 error execution phase preflight: unable to fetch the kubeadm-config ConfigMap: failed to get config map: Unauthorized

@@ -2618,7 +2618,11 @@ type Filesystem struct {
 	// Other paths of the list that live on the same filesystem.
 	Also []string `protobuf:"bytes,11,rep,name=also,proto3" json:"also,omitempty"`
 	// How the numbers were obtained: "statfs" or "snapshot" (df output saved in the root).
-	Method        string `protobuf:"bytes,12,opt,name=method,proto3" json:"method,omitempty"`
+	Method string `protobuf:"bytes,12,opt,name=method,proto3" json:"method,omitempty"`
+	// The filesystem is mounted read-only (statfs f_flag ST_RDONLY): nothing
+	// can fill it, and an immutable image (squashfs, erofs, composefs "/") is
+	// 100% used by construction.
+	ReadOnly      bool `protobuf:"varint,13,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2735,6 +2739,13 @@ func (x *Filesystem) GetMethod() string {
 		return x.Method
 	}
 	return ""
+}
+
+func (x *Filesystem) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
 }
 
 type Swap struct {
@@ -3779,7 +3790,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\n" +
 	"n_from_end\x18\x06 \x01(\x05R\bnFromEnd\"H\n" +
 	"\vFilesystems\x129\n" +
-	"\vfilesystems\x18\x01 \x03(\v2\x17.nodediag.v1.FilesystemR\vfilesystems\"\xfb\x02\n" +
+	"\vfilesystems\x18\x01 \x03(\v2\x17.nodediag.v1.FilesystemR\vfilesystems\"\x98\x03\n" +
 	"\n" +
 	"Filesystem\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1f\n" +
@@ -3799,7 +3810,8 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x13inodes_used_percent\x18\n" +
 	" \x01(\x01R\x11inodesUsedPercent\x12\x12\n" +
 	"\x04also\x18\v \x03(\tR\x04also\x12\x16\n" +
-	"\x06method\x18\f \x01(\tR\x06method\"M\n" +
+	"\x06method\x18\f \x01(\tR\x06method\x12\x1b\n" +
+	"\tread_only\x18\r \x01(\bR\breadOnly\"M\n" +
 	"\x04Swap\x121\n" +
 	"\adevices\x18\x01 \x03(\v2\x17.nodediag.v1.SwapDeviceR\adevices\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xbb\x01\n" +

@@ -1,0 +1,45 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// TestClipRedactsBeforeCutting: a bootstrap token that straddles the
+// MaxExcerpt cut must not leak the first characters of its secret. Cut first,
+// "abcdef.01" no longer looks like a token and would pass every later
+// redaction.
+func TestClipRedactsBeforeCutting(t *testing.T) {
+	const token, secret = "abcdef.0123456789abcdef", "0123456789abcdef"
+	prefix := "+ kubeadm join 10.0.0.4:6443 " + strings.Repeat("x", MaxExcerpt-len("+ kubeadm join 10.0.0.4:6443 ")-len("--token abcdef.01")) + "--token "
+	line := prefix + token + " " + strings.Repeat("y", 2000-len(prefix)-len(token)-1)
+	if len(line) != 2000 || !strings.Contains(line[:MaxExcerpt], "abcdef.01") || strings.Contains(line[:MaxExcerpt], token) {
+		t.Fatalf("the test line does not straddle the cut: %q", line[MaxExcerpt-20:MaxExcerpt+20])
+	}
+	quotes := map[string]*nodediagv1.Quote{
+		"QuoteLine": QuoteLine(&nodediagv1.SourceLine{Path: "/var/log/cloud-init-output.log", Line: 7, Text: line}),
+		"QuoteLog":  QuoteLog(&nodediagv1.LogExcerpt{Source: "/var/log/cloud-init-output.log"}, &nodediagv1.LogLine{N: 7, Text: line}),
+		"QuoteText": QuoteText("/var/log/cloud-init-output.log", line),
+		"QuoteExec": QuoteExec(&nodediagv1.Binary{Command: "/usr/bin/kubeadm version", Output: line}),
+	}
+	for name, q := range quotes {
+		ex := q.GetExcerpt()
+		for _, leak := range []string{"abcdef.0", secret[:2]} {
+			if strings.Contains(ex, leak) {
+				t.Errorf("%s: excerpt leaks %q: ...%s", name, leak, ex[max(0, len(ex)-40):])
+			}
+		}
+		if !strings.HasPrefix(ex, "+ kubeadm join 10.0.0.4:6443 xxx") {
+			t.Errorf("%s: excerpt lost the start of the line: %.40q", name, ex)
+		}
+		if !strings.Contains(ex, "--token [RED") {
+			t.Errorf("%s: excerpt does not show the redaction: ...%s", name, ex[max(0, len(ex)-40):])
+		}
+		if len(ex) > MaxExcerpt+len("…") || !strings.HasSuffix(ex, "…") || !utf8.ValidString(ex) {
+			t.Errorf("%s: excerpt of %d bytes, want a clip to %d bytes marked …", name, len(ex), MaxExcerpt)
+		}
+	}
+}
