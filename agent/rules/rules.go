@@ -186,42 +186,34 @@ func (in *Input) Probe(name string) *nodediagv1.ProbeEvidence {
 // The accessors below find a probe's data by its type, so that rules do not
 // depend on probe names. Each returns nil when the probe did not run.
 
-func (in *Input) KubeletConfig() *nodediagv1.KubeletConfig {
+// probeData returns the first data that get finds among the probes.
+func probeData[T comparable](in *Input, get func(*nodediagv1.ProbeEvidence) T) T {
+	var zero T
 	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetKubeletConfig(); d != nil {
+		if d := get(pe); d != zero {
 			return d
 		}
 	}
-	return nil
+	return zero
+}
+
+func (in *Input) KubeletConfig() *nodediagv1.KubeletConfig {
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetKubeletConfig)
 }
 
 func (in *Input) Binaries() []*nodediagv1.Binary {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetBinaries(); d != nil {
-			return d.GetBinaries()
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetBinaries).GetBinaries()
 }
 
 func (in *Input) Kubeadm() *nodediagv1.Kubeadm {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetKubeadm(); d != nil {
-			return d
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetKubeadm)
 }
 
 func (in *Input) CloudInit() *nodediagv1.CloudInit {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetCloudInit(); d != nil {
-			return d
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetCloudInit)
 }
 
+// Logs returns the excerpts of every probe that read logs.
 func (in *Input) Logs() []*nodediagv1.LogExcerpt {
 	var out []*nodediagv1.LogExcerpt
 	for _, pe := range in.Ev.GetProbes() {
@@ -231,48 +223,23 @@ func (in *Input) Logs() []*nodediagv1.LogExcerpt {
 }
 
 func (in *Input) Filesystems() []*nodediagv1.Filesystem {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetFilesystems(); d != nil {
-			return d.GetFilesystems()
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetFilesystems).GetFilesystems()
 }
 
 func (in *Input) Swap() *nodediagv1.Swap {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetSwap(); d != nil {
-			return d
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetSwap)
 }
 
 func (in *Input) Certificates() []*nodediagv1.Certificate {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetCertificates(); d != nil {
-			return d.GetCertificates()
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetCertificates).GetCertificates()
 }
 
 func (in *Input) CNI() *nodediagv1.CNI {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetCni(); d != nil {
-			return d
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetCni)
 }
 
 func (in *Input) OS() *nodediagv1.OSInfo {
-	for _, pe := range in.Ev.GetProbes() {
-		if d := pe.GetOs(); d != nil {
-			return d
-		}
-	}
-	return nil
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetOs)
 }
 
 // Finding builds a finding of p with its templates filled from params.

@@ -136,3 +136,11 @@ func BenchmarkManualScript(b *testing.B) {
 		b.ReportMetric(float64(maxRSS), "maxRSS-KiB")
 	}
 }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchBin != "" {
+		os.RemoveAll(filepath.Dir(benchBin))
+	}
+	os.Exit(code)
+}
