@@ -30,6 +30,10 @@ var notableWords = []string{
 	"no package", "no installation candidate", "not signed", "no_pubkey",
 	// Kernel.
 	"out of memory", "oom-kill", "oom_kill",
+	// Facts the rules read when no binary can be asked: the version the
+	// kubelet states at start-up ("Kubelet version" kubeletVersion="v1.35.0")
+	// and the one kubeadm init uses ("[init] Using Kubernetes version").
+	"kubeletversion=", "using kubernetes version",
 }
 
 // Notable says whether a log line is worth keeping as evidence wherever it

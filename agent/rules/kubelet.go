@@ -2,7 +2,9 @@ package rules
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -33,20 +35,23 @@ type kubeletVersionEvidence struct {
 // runs (effectiveBinary: the copy at the unit's ExecStart path, else the first
 // in PATH order, else the first whose version is known), with high
 // confidence when that copy is the one the unit runs or the only kubelet
-// with a version, medium otherwise; without any, the expected version of the
-// context (--expect-version, the Machine's version; medium confidence). It
-// returns nil when nothing tells.
+// with a version, medium otherwise; without a binary that answers, the
+// version the kubelet logged at start-up; without any, the expected version
+// of the context (--expect-version, the Machine's version; medium
+// confidence). It returns nil when nothing tells.
 func kubeletVersion(in *Input) *kubeletVersionEvidence {
 	if b, ve := binaryVersion(in, "kubelet"); ve != nil {
-		confidence := Medium
-		known := 0
-		for _, c := range binaryCopies(in, "kubelet") {
-			if parseKubeVersion(c.GetVersion()) != nil {
-				known++
+		confidence := High // the kubelet's own log line, when no binary answered
+		if parseKubeVersion(b.GetVersion()) != nil {
+			known := 0
+			for _, c := range binaryCopies(in, "kubelet") {
+				if parseKubeVersion(c.GetVersion()) != nil {
+					known++
+				}
 			}
-		}
-		if isCopyAt(b, unitKubeletPath(in)) || known == 1 {
-			confidence = High
+			if !isCopyAt(b, unitKubeletPath(in)) && known != 1 {
+				confidence = Medium
+			}
 		}
 		return &kubeletVersionEvidence{v: ve.v, text: ve.text, quote: ve.quote, confidence: confidence}
 	}
@@ -137,6 +142,37 @@ func kubeletFlagFindings(in *Input) []*nodediagv1.Finding {
 		out = append(out, fd)
 	}
 	return out
+}
+
+// kubeletVersionLine is what the kubelet logs at start-up
+// (cmd/kubelet/app/server.go: klog.InfoS("Kubelet version", "kubeletVersion", ...)).
+var kubeletVersionLine = regexp.MustCompile(`"Kubelet version" kubeletVersion="(v[0-9][^"]*)"`)
+
+// loggedKubeletVersion is the version the kubelet stated in the newest
+// start-up line of the logs: when no binary could be asked (a copy of a host
+// without its binaries, --exec none), the kubelet's own word.
+func loggedKubeletVersion(in *Input) *versionEvidence {
+	var found *versionEvidence
+	var at time.Time
+	for _, src := range in.Logs() {
+		for _, l := range src.GetLines() {
+			m := kubeletVersionLine.FindStringSubmatch(l.GetText())
+			if m == nil || !in.InWindow(l.GetTime()) {
+				continue
+			}
+			v := parseKubeVersion(m[1])
+			if v == nil {
+				continue
+			}
+			if t := l.GetTime(); found == nil || (t != nil && !t.AsTime().Before(at)) {
+				found = &versionEvidence{text: m[1], v: v, quote: QuoteLog(src, l)}
+				if t != nil {
+					at = t.AsTime()
+				}
+			}
+		}
+	}
+	return found
 }
 
 // unknownFlagLine quotes the first log line where the kubelet refuses

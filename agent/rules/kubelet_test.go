@@ -445,3 +445,25 @@ func TestKubeletDormantRemovedFlagInCatalog(t *testing.T) {
 		t.Fatalf("KubeletDormantRemovedFlag = %+v", p)
 	}
 }
+
+// Without a binary to ask, the kubelet's own start-up line gives its version.
+func TestKubeletVersionFromItsLog(t *testing.T) {
+	kc := &nodediagv1.KubeletConfig{Flags: []*nodediagv1.KubeletFlag{{
+		Name: "pod-infra-container-image", Value: "x", Active: true, Variable: "KUBELET_EXTRA_ARGS",
+		Source: &nodediagv1.SourceLine{Path: "/etc/sysconfig/kubelet", Line: 1, Text: "KUBELET_EXTRA_ARGS=--pod-infra-container-image=x"},
+	}}}
+	line := `Jun  1 10:00:00 node-1 kubelet[12]: I0601 10:00:00.000000      12 server.go:484] "Kubelet version" kubeletVersion="v1.35.0"`
+	ev := &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{
+		{Name: "kubelet-config", Status: "ok", Data: &nodediagv1.ProbeEvidence_KubeletConfig{KubeletConfig: kc}},
+		{Name: "logs", Status: "ok", Data: &nodediagv1.ProbeEvidence_Logs{Logs: &nodediagv1.Logs{Sources: []*nodediagv1.LogExcerpt{{
+			Source: "/var/log/messages", Kind: "syslog", Lines: []*nodediagv1.LogLine{{N: 7, Text: line}},
+		}}}}},
+	}}
+	fs := kubeletFlagFindings(&Input{Ev: ev})
+	if len(fs) != 1 || fs[0].Id != "KubeletRemovedFlag" || fs[0].Confidence != High {
+		t.Fatalf("got %v, want one KubeletRemovedFlag with high confidence", fs)
+	}
+	if q := fs[0].Evidence[1]; q.Source != "/var/log/messages" || q.Line != 7 {
+		t.Errorf("the version's quote = %v, want the kubelet's log line", q)
+	}
+}

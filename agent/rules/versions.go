@@ -158,14 +158,18 @@ func effectiveBinary(in *Input, name string) *nodediagv1.Binary {
 }
 
 // binaryVersion is the version of the copy of name that runs, with the quote
-// of what it answered; nil when unknown.
+// of what it answered; for the kubelet, when no copy answered, the version
+// it logged at start-up; nil when unknown.
 func binaryVersion(in *Input, name string) (*nodediagv1.Binary, *versionEvidence) {
 	b := effectiveBinary(in, name)
-	if b == nil {
-		return nil, nil
+	var v *version.Version
+	if b != nil {
+		v = parseKubeVersion(b.GetVersion())
 	}
-	v := parseKubeVersion(b.GetVersion())
 	if v == nil {
+		if name == "kubelet" {
+			return b, loggedKubeletVersion(in)
+		}
 		return b, nil
 	}
 	return b, &versionEvidence{text: versionWithV(b.GetVersion()), v: v, quote: QuoteExec(b)}
