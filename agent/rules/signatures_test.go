@@ -206,7 +206,7 @@ func TestSignatureFindings(t *testing.T) {
 			wantTitle: "certificate https://10.0.0.4:6443 expired on 2025-05-01T09:12:44Z",
 		},
 		{
-			name: "image not found", kind: "containerd", source: "/var/log/containerd.log",
+			name: "image not found, in kubeadm's output", kind: "kubeadm", source: "/var/log/kubeadm-init.log",
 			text:      `level=error msg="PullImage \"elasticsearch:8.2.6\" failed" error="rpc error: code = NotFound desc = failed to pull and unpack image \"docker.io/library/elasticsearch:8.2.6\": failed to resolve reference \"docker.io/library/elasticsearch:8.2.6\": docker.io/library/elasticsearch:8.2.6: not found"`,
 			wantID:    "ImageNotFound",
 			wantTitle: "image docker.io/library/elasticsearch:8.2.6 does not exist in its registry",
@@ -405,5 +405,23 @@ func TestBenignLinesClaimNothing(t *testing.T) {
 		if s := rules.Claim(sigs, tt.kind, tt.text); s != nil {
 			t.Errorf("%s/%s claims a benign %s line:\n\t%s", s.File(), s.ID, tt.kind, tt.text)
 		}
+	}
+}
+
+// A pull that fails once in the runtime's log and then succeeds is not a
+// cause; the same failure for ten minutes to the end of the log is.
+func TestRuntimePullFailureMustPersist(t *testing.T) {
+	const notFound = `time="2024-05-01T10:00:00Z" level=error msg="PullImage \"registry.k8s.io/pause:3.10\" failed" error="rpc error: code = NotFound desc = failed to pull and unpack image \"registry.k8s.io/pause:3.10\": failed to resolve reference \"registry.k8s.io/pause:3.10\": registry.k8s.io/pause:3.10: not found"`
+	once := logsEvidence(&nodediagv1.LogExcerpt{Source: "/var/log/containerd.log", Kind: "containerd", Lines: []*nodediagv1.LogLine{logLine(1, 0, notFound)}})
+	if f := findingByID(analyze(t, once, rules.Context{}), "ImageNotFound"); f != nil {
+		t.Errorf("one failed pull became a finding: %v", f)
+	}
+	var lines []*nodediagv1.LogLine
+	for i := 0; i < 5; i++ {
+		lines = append(lines, logLine(int32(i+1), time.Duration(i)*5*time.Minute, notFound))
+	}
+	lasting := logsEvidence(&nodediagv1.LogExcerpt{Source: "/var/log/containerd.log", Kind: "containerd", Lines: lines})
+	if f := findingByID(analyze(t, lasting, rules.Context{}), "ImageNotFound"); f == nil {
+		t.Error("a pull failing for 20 minutes is a finding")
 	}
 }
