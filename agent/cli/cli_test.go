@@ -25,7 +25,23 @@ var plantedSecrets = []string{
 	"planted0secret0key0material",          // private key block in a log
 	"c2VjcmV0LXBheWxvYWQ",                  // kubeconfig bearer token
 	"PRIVATE KEY-----\nM",                  // any PEM private key body
+	// Shapes redaction once missed.
+	"Hunter2curl",             // curl -u capzci:...
+	"YWRtaW46SHVudGVyMmF1dGg", // docker config.json "auth"
+	"Hunter2pass",             // REGISTRY_PASS=
+	"Hunter2pwd",              // DB_PWD=
+	"horse battery",           // password: "correct horse battery staple"
+	"Hunter2/slash",           // https://deploy:Hunter2/slash@...
+	"slash@git",               // the part after the "/"
+	"Hunter2escaped",          // {\"password\":\"...\"}
+	"_5xf60f.jlq4",            // join-token_5xf60f.<secret>
+	"planted0pgp0secret",      // PGP key body
+	"Zm9vPGPtail",             // the short last line of the PGP body
 }
+
+// plantedHere reports whether a secret of plantedSecrets is really in the
+// host (the PEM marker is a pattern, not a planted value).
+func plantedHere(s string) bool { return !strings.HasPrefix(s, "PRIVATE KEY") }
 
 func TestPlantedSecretsNeverLeave(t *testing.T) {
 	root := filepath.Join(scenarioDir, "planted-secrets", "root")
@@ -38,8 +54,8 @@ func TestPlantedSecretsNeverLeave(t *testing.T) {
 		}
 		return nil
 	})
-	for _, s := range plantedSecrets[:6] {
-		if !strings.Contains(all.String(), s) {
+	for _, s := range plantedSecrets {
+		if plantedHere(s) && !strings.Contains(all.String(), s) {
 			t.Fatalf("the planted-secrets host lacks %q: regenerate it (make hosts)", s)
 		}
 	}
@@ -62,8 +78,12 @@ func TestPlantedSecretsNeverLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	outputs["evidence"] = string(b)
-	if !strings.Contains(outputs["evidence"], "[REDACTED]") {
-		t.Error("the evidence shows no redaction at all: was the secret-bearing log read?")
+	// The lines were kept as evidence (redacted): a test of lines the agent
+	// never read would prove nothing.
+	for _, kept := range []string{"capzci:[REDACTED]", `\"auth\":\"[REDACTED]\"`, "REGISTRY_PASS=[REDACTED]", "deploy:[REDACTED]@git.example.com"} {
+		if !strings.Contains(outputs["evidence"], kept) {
+			t.Errorf("the evidence lacks %q: was the line read?", kept)
+		}
 	}
 	for name, out := range outputs {
 		for _, s := range plantedSecrets {
