@@ -66,7 +66,7 @@ type Rule struct {
 // goRules is the explicit list of Go rules, one slice per domain file.
 func goRules() []Rule {
 	var all []Rule
-	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules} {
+	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules, podRules, unitRules} {
 		all = append(all, rs...)
 	}
 	return all
@@ -213,13 +213,37 @@ func (in *Input) CloudInit() *nodediagv1.CloudInit {
 	return probeData(in, (*nodediagv1.ProbeEvidence).GetCloudInit)
 }
 
-// Logs returns the excerpts of every probe that read logs.
+// Logs returns the excerpts of every probe that read logs: text logs, the
+// journal's units, the containers' logs of /var/log/pods.
 func (in *Input) Logs() []*nodediagv1.LogExcerpt {
 	var out []*nodediagv1.LogExcerpt
 	for _, pe := range in.Ev.GetProbes() {
 		out = append(out, pe.GetLogs().GetSources()...)
+		out = append(out, pe.GetJournal().GetSources()...)
+		for _, c := range pe.GetPods().GetContainers() {
+			if c.GetLog() != nil {
+				out = append(out, c.GetLog())
+			}
+		}
 	}
 	return out
+}
+
+func (in *Input) Journal() *nodediagv1.Journal {
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetJournal)
+}
+
+func (in *Input) Pods() []*nodediagv1.PodContainer {
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetPods).GetContainers()
+}
+
+// Units returns the units' state: systemd's own (the units probe, over
+// D-Bus) when it was read, else the one derived from the journal.
+func (in *Input) Units() []*nodediagv1.UnitState {
+	if u := probeData(in, (*nodediagv1.ProbeEvidence).GetUnits).GetUnits(); len(u) > 0 {
+		return u
+	}
+	return in.Journal().GetUnits()
 }
 
 func (in *Input) Filesystems() []*nodediagv1.Filesystem {

@@ -705,6 +705,9 @@ type ProbeEvidence struct {
 	//	*ProbeEvidence_Certificates
 	//	*ProbeEvidence_Cni
 	//	*ProbeEvidence_Os
+	//	*ProbeEvidence_Journal
+	//	*ProbeEvidence_Units
+	//	*ProbeEvidence_Pods
 	Data          isProbeEvidence_Data `protobuf_oneof:"data"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -872,6 +875,33 @@ func (x *ProbeEvidence) GetOs() *OSInfo {
 	return nil
 }
 
+func (x *ProbeEvidence) GetJournal() *Journal {
+	if x != nil {
+		if x, ok := x.Data.(*ProbeEvidence_Journal); ok {
+			return x.Journal
+		}
+	}
+	return nil
+}
+
+func (x *ProbeEvidence) GetUnits() *Units {
+	if x != nil {
+		if x, ok := x.Data.(*ProbeEvidence_Units); ok {
+			return x.Units
+		}
+	}
+	return nil
+}
+
+func (x *ProbeEvidence) GetPods() *Pods {
+	if x != nil {
+		if x, ok := x.Data.(*ProbeEvidence_Pods); ok {
+			return x.Pods
+		}
+	}
+	return nil
+}
+
 type isProbeEvidence_Data interface {
 	isProbeEvidence_Data()
 }
@@ -916,6 +946,18 @@ type ProbeEvidence_Os struct {
 	Os *OSInfo `protobuf:"bytes,19,opt,name=os,proto3,oneof"`
 }
 
+type ProbeEvidence_Journal struct {
+	Journal *Journal `protobuf:"bytes,20,opt,name=journal,proto3,oneof"`
+}
+
+type ProbeEvidence_Units struct {
+	Units *Units `protobuf:"bytes,21,opt,name=units,proto3,oneof"`
+}
+
+type ProbeEvidence_Pods struct {
+	Pods *Pods `protobuf:"bytes,22,opt,name=pods,proto3,oneof"`
+}
+
 func (*ProbeEvidence_KubeletConfig) isProbeEvidence_Data() {}
 
 func (*ProbeEvidence_Binaries) isProbeEvidence_Data() {}
@@ -935,6 +977,12 @@ func (*ProbeEvidence_Certificates) isProbeEvidence_Data() {}
 func (*ProbeEvidence_Cni) isProbeEvidence_Data() {}
 
 func (*ProbeEvidence_Os) isProbeEvidence_Data() {}
+
+func (*ProbeEvidence_Journal) isProbeEvidence_Data() {}
+
+func (*ProbeEvidence_Units) isProbeEvidence_Data() {}
+
+func (*ProbeEvidence_Pods) isProbeEvidence_Data() {}
 
 type Unreadable struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3300,6 +3348,609 @@ func (x *OSInfo) GetBootTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// Journal is what the journal probe read of the systemd journal files.
+type Journal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Directories read ("/var/log/journal", "/run/log/journal").
+	Dirs []string `protobuf:"bytes,1,rep,name=dirs,proto3" json:"dirs,omitempty"`
+	// Journal files read, and what could not be read of them is in
+	// ProbeEvidence.unreadable.
+	Files []*JournalFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// Boots seen, oldest first.
+	Boots []*JournalBoot `protobuf:"bytes,3,rep,name=boots,proto3" json:"boots,omitempty"`
+	// The boot the window covers (the last one unless --since says otherwise).
+	BootId string `protobuf:"bytes,4,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	// One excerpt per unit: source "journal:<unit>", kind the component
+	// ("kubelet", "containerd"), lines as LogExcerpt's.
+	Sources []*LogExcerpt `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"`
+	// Unit state derived from the journal (systemd's own messages about the
+	// unit): restarts, last exit. The units probe reads it from systemd itself
+	// when the bus is reachable.
+	Units         []*UnitState `protobuf:"bytes,6,rep,name=units,proto3" json:"units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Journal) Reset() {
+	*x = Journal{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Journal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Journal) ProtoMessage() {}
+
+func (x *Journal) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Journal.ProtoReflect.Descriptor instead.
+func (*Journal) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *Journal) GetDirs() []string {
+	if x != nil {
+		return x.Dirs
+	}
+	return nil
+}
+
+func (x *Journal) GetFiles() []*JournalFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *Journal) GetBoots() []*JournalBoot {
+	if x != nil {
+		return x.Boots
+	}
+	return nil
+}
+
+func (x *Journal) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
+func (x *Journal) GetSources() []*LogExcerpt {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *Journal) GetUnits() []*UnitState {
+	if x != nil {
+		return x.Units
+	}
+	return nil
+}
+
+type JournalFile struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Path      string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	SizeBytes int64                  `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	NEntries  int64                  `protobuf:"varint,3,opt,name=n_entries,json=nEntries,proto3" json:"n_entries,omitempty"`
+	Head      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=head,proto3" json:"head,omitempty"`
+	Tail      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=tail,proto3" json:"tail,omitempty"`
+	// "compact", "keyed-hash", "zstd", ... as the header says.
+	Features      []string `protobuf:"bytes,6,rep,name=features,proto3" json:"features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalFile) Reset() {
+	*x = JournalFile{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalFile) ProtoMessage() {}
+
+func (x *JournalFile) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalFile.ProtoReflect.Descriptor instead.
+func (*JournalFile) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *JournalFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *JournalFile) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *JournalFile) GetNEntries() int64 {
+	if x != nil {
+		return x.NEntries
+	}
+	return 0
+}
+
+func (x *JournalFile) GetHead() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *JournalFile) GetTail() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Tail
+	}
+	return nil
+}
+
+func (x *JournalFile) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
+type JournalBoot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BootId        string                 `protobuf:"bytes,1,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	First         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=first,proto3" json:"first,omitempty"`
+	Last          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalBoot) Reset() {
+	*x = JournalBoot{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalBoot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalBoot) ProtoMessage() {}
+
+func (x *JournalBoot) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalBoot.ProtoReflect.Descriptor instead.
+func (*JournalBoot) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *JournalBoot) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
+func (x *JournalBoot) GetFirst() *timestamppb.Timestamp {
+	if x != nil {
+		return x.First
+	}
+	return nil
+}
+
+func (x *JournalBoot) GetLast() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Last
+	}
+	return nil
+}
+
+type Units struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Units []*UnitState           `protobuf:"bytes,1,rep,name=units,proto3" json:"units,omitempty"`
+	// How the state was learnt: "dbus" (systemd's Manager over D-Bus) or
+	// "journal" (derived from systemd's messages about the unit).
+	Source        string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Units) Reset() {
+	*x = Units{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Units) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Units) ProtoMessage() {}
+
+func (x *Units) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Units.ProtoReflect.Descriptor instead.
+func (*Units) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Units) GetUnits() []*UnitState {
+	if x != nil {
+		return x.Units
+	}
+	return nil
+}
+
+func (x *Units) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type UnitState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "kubelet.service".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// load_state "loaded", "not-found", "masked"; active_state "active",
+	// "activating", "failed", "inactive"; sub_state "running", "auto-restart",
+	// "dead", "failed"; result "success", "exit-code", "signal", "timeout".
+	LoadState   string `protobuf:"bytes,2,opt,name=load_state,json=loadState,proto3" json:"load_state,omitempty"`
+	ActiveState string `protobuf:"bytes,3,opt,name=active_state,json=activeState,proto3" json:"active_state,omitempty"`
+	SubState    string `protobuf:"bytes,4,opt,name=sub_state,json=subState,proto3" json:"sub_state,omitempty"`
+	Result      string `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	NRestarts   uint32 `protobuf:"varint,6,opt,name=n_restarts,json=nRestarts,proto3" json:"n_restarts,omitempty"`
+	// The main process's last exit: code (CLD_EXITED=1, CLD_KILLED=2, ...)
+	// and status (exit status or signal number).
+	ExecMainCode   int32                  `protobuf:"varint,7,opt,name=exec_main_code,json=execMainCode,proto3" json:"exec_main_code,omitempty"`
+	ExecMainStatus int32                  `protobuf:"varint,8,opt,name=exec_main_status,json=execMainStatus,proto3" json:"exec_main_status,omitempty"`
+	ActiveEnter    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=active_enter,json=activeEnter,proto3" json:"active_enter,omitempty"`
+	InactiveEnter  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=inactive_enter,json=inactiveEnter,proto3" json:"inactive_enter,omitempty"`
+	// "dbus" or "journal".
+	Source string `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
+	// The journal line or bus property that shows the state, for quoting.
+	Evidence      *Quote `protobuf:"bytes,12,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnitState) Reset() {
+	*x = UnitState{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitState) ProtoMessage() {}
+
+func (x *UnitState) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitState.ProtoReflect.Descriptor instead.
+func (*UnitState) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *UnitState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnitState) GetLoadState() string {
+	if x != nil {
+		return x.LoadState
+	}
+	return ""
+}
+
+func (x *UnitState) GetActiveState() string {
+	if x != nil {
+		return x.ActiveState
+	}
+	return ""
+}
+
+func (x *UnitState) GetSubState() string {
+	if x != nil {
+		return x.SubState
+	}
+	return ""
+}
+
+func (x *UnitState) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *UnitState) GetNRestarts() uint32 {
+	if x != nil {
+		return x.NRestarts
+	}
+	return 0
+}
+
+func (x *UnitState) GetExecMainCode() int32 {
+	if x != nil {
+		return x.ExecMainCode
+	}
+	return 0
+}
+
+func (x *UnitState) GetExecMainStatus() int32 {
+	if x != nil {
+		return x.ExecMainStatus
+	}
+	return 0
+}
+
+func (x *UnitState) GetActiveEnter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ActiveEnter
+	}
+	return nil
+}
+
+func (x *UnitState) GetInactiveEnter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.InactiveEnter
+	}
+	return nil
+}
+
+func (x *UnitState) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *UnitState) GetEvidence() *Quote {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+// Pods is what the kubelet keeps of containers' logs under /var/log/pods:
+// readable with the runtime down, or on a copy of a host.
+type Pods struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Containers    []*PodContainer        `protobuf:"bytes,1,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pods) Reset() {
+	*x = Pods{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pods) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pods) ProtoMessage() {}
+
+func (x *Pods) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pods.ProtoReflect.Descriptor instead.
+func (*Pods) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Pods) GetContainers() []*PodContainer {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+type PodContainer struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Pod       string                 `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	PodUid    string                 `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	Container string                 `protobuf:"bytes,4,opt,name=container,proto3" json:"container,omitempty"`
+	// Directory of the container's logs ("/var/log/pods/<ns>_<pod>_<uid>/<container>").
+	Dir string `protobuf:"bytes,5,opt,name=dir,proto3" json:"dir,omitempty"`
+	// Log files "<n>.log" (and rotated "<n>.log.<date>"): the kubelet starts
+	// <n>+1.log at each restart, so the highest n is the restart count.
+	Files    []string `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	Restarts uint32   `protobuf:"varint,7,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// True for the control plane's static pods (kube-system pods whose
+	// manifest is in /etc/kubernetes/manifests).
+	Static bool `protobuf:"varint,8,opt,name=static,proto3" json:"static,omitempty"`
+	// The lines of the latest files that matter, as LogExcerpt's (source the
+	// file's host path, kind "pod").
+	Log           *LogExcerpt            `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
+	LastTime      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_time,json=lastTime,proto3" json:"last_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodContainer) Reset() {
+	*x = PodContainer{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodContainer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodContainer) ProtoMessage() {}
+
+func (x *PodContainer) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodContainer.ProtoReflect.Descriptor instead.
+func (*PodContainer) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PodContainer) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodContainer) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *PodContainer) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *PodContainer) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *PodContainer) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *PodContainer) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *PodContainer) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *PodContainer) GetStatic() bool {
+	if x != nil {
+		return x.Static
+	}
+	return false
+}
+
+func (x *PodContainer) GetLog() *LogExcerpt {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+func (x *PodContainer) GetLastTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTime
+	}
+	return nil
+}
+
 type AgentMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -3313,7 +3964,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[35]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3976,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[35]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3989,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{35}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AgentMessage) GetMsg() isAgentMessage_Msg {
@@ -3392,7 +4043,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +4055,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +4068,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{36}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Hello) GetNodeName() string {
@@ -3446,7 +4097,7 @@ type CollectorMessage struct {
 
 func (x *CollectorMessage) Reset() {
 	*x = CollectorMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +4109,7 @@ func (x *CollectorMessage) String() string {
 func (*CollectorMessage) ProtoMessage() {}
 
 func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +4122,7 @@ func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectorMessage.ProtoReflect.Descriptor instead.
 func (*CollectorMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{37}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CollectorMessage) GetMsg() isCollectorMessage_Msg {
@@ -3510,7 +4161,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +4173,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +4186,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{38}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CheckRequest) GetRequestId() string {
@@ -3605,7 +4256,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04host\x18\x01 \x01(\v2\x15.nodediag.v1.HostInfoR\x04host\x12=\n" +
 	"\fcollected_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcollectedAt\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x122\n" +
-	"\x06probes\x18\x04 \x03(\v2\x1a.nodediag.v1.ProbeEvidenceR\x06probes\"\xb6\x05\n" +
+	"\x06probes\x18\x04 \x03(\v2\x1a.nodediag.v1.ProbeEvidenceR\x06probes\"\xbd\x06\n" +
 	"\rProbeEvidence\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -3626,7 +4277,10 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04swap\x18\x10 \x01(\v2\x11.nodediag.v1.SwapH\x00R\x04swap\x12?\n" +
 	"\fcertificates\x18\x11 \x01(\v2\x19.nodediag.v1.CertificatesH\x00R\fcertificates\x12$\n" +
 	"\x03cni\x18\x12 \x01(\v2\x10.nodediag.v1.CNIH\x00R\x03cni\x12%\n" +
-	"\x02os\x18\x13 \x01(\v2\x13.nodediag.v1.OSInfoH\x00R\x02osB\x06\n" +
+	"\x02os\x18\x13 \x01(\v2\x13.nodediag.v1.OSInfoH\x00R\x02os\x120\n" +
+	"\ajournal\x18\x14 \x01(\v2\x14.nodediag.v1.JournalH\x00R\ajournal\x12*\n" +
+	"\x05units\x18\x15 \x01(\v2\x12.nodediag.v1.UnitsH\x00R\x05units\x12'\n" +
+	"\x04pods\x18\x16 \x01(\v2\x11.nodediag.v1.PodsH\x00R\x04podsB\x06\n" +
 	"\x04data\":\n" +
 	"\n" +
 	"Unreadable\x12\x16\n" +
@@ -3862,7 +4516,61 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\bhostname\x18\x05 \x01(\tR\bhostname\x12\x1d\n" +
 	"\n" +
 	"machine_id\x18\x06 \x01(\tR\tmachineId\x127\n" +
-	"\tboot_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bbootTime\"p\n" +
+	"\tboot_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bbootTime\"\xf7\x01\n" +
+	"\aJournal\x12\x12\n" +
+	"\x04dirs\x18\x01 \x03(\tR\x04dirs\x12.\n" +
+	"\x05files\x18\x02 \x03(\v2\x18.nodediag.v1.JournalFileR\x05files\x12.\n" +
+	"\x05boots\x18\x03 \x03(\v2\x18.nodediag.v1.JournalBootR\x05boots\x12\x17\n" +
+	"\aboot_id\x18\x04 \x01(\tR\x06bootId\x121\n" +
+	"\asources\x18\x05 \x03(\v2\x17.nodediag.v1.LogExcerptR\asources\x12,\n" +
+	"\x05units\x18\x06 \x03(\v2\x16.nodediag.v1.UnitStateR\x05units\"\xd9\x01\n" +
+	"\vJournalFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x1b\n" +
+	"\tn_entries\x18\x03 \x01(\x03R\bnEntries\x12.\n" +
+	"\x04head\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04head\x12.\n" +
+	"\x04tail\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04tail\x12\x1a\n" +
+	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"\x88\x01\n" +
+	"\vJournalBoot\x12\x17\n" +
+	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x120\n" +
+	"\x05first\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05first\x12.\n" +
+	"\x04last\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"M\n" +
+	"\x05Units\x12,\n" +
+	"\x05units\x18\x01 \x03(\v2\x16.nodediag.v1.UnitStateR\x05units\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\"\xcf\x03\n" +
+	"\tUnitState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"load_state\x18\x02 \x01(\tR\tloadState\x12!\n" +
+	"\factive_state\x18\x03 \x01(\tR\vactiveState\x12\x1b\n" +
+	"\tsub_state\x18\x04 \x01(\tR\bsubState\x12\x16\n" +
+	"\x06result\x18\x05 \x01(\tR\x06result\x12\x1d\n" +
+	"\n" +
+	"n_restarts\x18\x06 \x01(\rR\tnRestarts\x12$\n" +
+	"\x0eexec_main_code\x18\a \x01(\x05R\fexecMainCode\x12(\n" +
+	"\x10exec_main_status\x18\b \x01(\x05R\x0eexecMainStatus\x12=\n" +
+	"\factive_enter\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vactiveEnter\x12A\n" +
+	"\x0einactive_enter\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rinactiveEnter\x12\x16\n" +
+	"\x06source\x18\v \x01(\tR\x06source\x12.\n" +
+	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"A\n" +
+	"\x04Pods\x129\n" +
+	"\n" +
+	"containers\x18\x01 \x03(\v2\x19.nodediag.v1.PodContainerR\n" +
+	"containers\"\xb5\x02\n" +
+	"\fPodContainer\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x17\n" +
+	"\apod_uid\x18\x03 \x01(\tR\x06podUid\x12\x1c\n" +
+	"\tcontainer\x18\x04 \x01(\tR\tcontainer\x12\x10\n" +
+	"\x03dir\x18\x05 \x01(\tR\x03dir\x12\x14\n" +
+	"\x05files\x18\x06 \x03(\tR\x05files\x12\x1a\n" +
+	"\brestarts\x18\a \x01(\rR\brestarts\x12\x16\n" +
+	"\x06static\x18\b \x01(\bR\x06static\x12)\n" +
+	"\x03log\x18\t \x01(\v2\x17.nodediag.v1.LogExcerptR\x03log\x127\n" +
+	"\tlast_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\"p\n" +
 	"\fAgentMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.nodediag.v1.HelloH\x00R\x05hello\x12-\n" +
 	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportH\x00R\x06reportB\x05\n" +
@@ -3891,7 +4599,7 @@ func file_nodediag_v1_nodediag_proto_rawDescGZIP() []byte {
 	return file_nodediag_v1_nodediag_proto_rawDescData
 }
 
-var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*Report)(nil),                // 0: nodediag.v1.Report
 	(*AgentInfo)(nil),             // 1: nodediag.v1.AgentInfo
@@ -3928,12 +4636,19 @@ var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*CNI)(nil),                   // 32: nodediag.v1.CNI
 	(*CNIConfig)(nil),             // 33: nodediag.v1.CNIConfig
 	(*OSInfo)(nil),                // 34: nodediag.v1.OSInfo
-	(*AgentMessage)(nil),          // 35: nodediag.v1.AgentMessage
-	(*Hello)(nil),                 // 36: nodediag.v1.Hello
-	(*CollectorMessage)(nil),      // 37: nodediag.v1.CollectorMessage
-	(*CheckRequest)(nil),          // 38: nodediag.v1.CheckRequest
-	nil,                           // 39: nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*Journal)(nil),               // 35: nodediag.v1.Journal
+	(*JournalFile)(nil),           // 36: nodediag.v1.JournalFile
+	(*JournalBoot)(nil),           // 37: nodediag.v1.JournalBoot
+	(*Units)(nil),                 // 38: nodediag.v1.Units
+	(*UnitState)(nil),             // 39: nodediag.v1.UnitState
+	(*Pods)(nil),                  // 40: nodediag.v1.Pods
+	(*PodContainer)(nil),          // 41: nodediag.v1.PodContainer
+	(*AgentMessage)(nil),          // 42: nodediag.v1.AgentMessage
+	(*Hello)(nil),                 // 43: nodediag.v1.Hello
+	(*CollectorMessage)(nil),      // 44: nodediag.v1.CollectorMessage
+	(*CheckRequest)(nil),          // 45: nodediag.v1.CheckRequest
+	nil,                           // 46: nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
 }
 var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	1,  // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
@@ -3942,13 +4657,13 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	4,  // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
 	5,  // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
 	7,  // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
-	40, // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
-	40, // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
-	40, // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
+	47, // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
+	47, // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
+	47, // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
 	6,  // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
-	40, // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
+	47, // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
 	2,  // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
-	40, // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
+	47, // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
 	8,  // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
 	9,  // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
 	11, // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
@@ -3961,53 +4676,71 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	30, // 22: nodediag.v1.ProbeEvidence.certificates:type_name -> nodediag.v1.Certificates
 	32, // 23: nodediag.v1.ProbeEvidence.cni:type_name -> nodediag.v1.CNI
 	34, // 24: nodediag.v1.ProbeEvidence.os:type_name -> nodediag.v1.OSInfo
-	10, // 25: nodediag.v1.KubeletConfig.exec_start:type_name -> nodediag.v1.SourceLine
-	12, // 26: nodediag.v1.KubeletConfig.env_files:type_name -> nodediag.v1.EnvFile
-	13, // 27: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
-	14, // 28: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
-	10, // 29: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
-	39, // 30: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	10, // 31: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
-	10, // 32: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
-	10, // 33: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
-	16, // 34: nodediag.v1.Binaries.binaries:type_name -> nodediag.v1.Binary
-	18, // 35: nodediag.v1.Kubeadm.static_pods:type_name -> nodediag.v1.StaticPod
-	19, // 36: nodediag.v1.Kubeadm.config_files:type_name -> nodediag.v1.KubeadmConfigFile
-	20, // 37: nodediag.v1.Kubeadm.kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
-	20, // 38: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
-	10, // 39: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
-	10, // 40: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
-	10, // 41: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
-	10, // 42: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
-	22, // 43: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	40, // 44: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	40, // 45: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	40, // 46: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	40, // 47: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
-	24, // 48: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
-	25, // 49: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	40, // 50: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	40, // 51: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	40, // 52: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	27, // 53: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
-	29, // 54: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
-	10, // 55: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
-	31, // 56: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	40, // 57: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	40, // 58: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	33, // 59: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	40, // 60: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
-	36, // 61: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,  // 62: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	1,  // 63: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	38, // 64: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	35, // 65: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	37, // 66: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	66, // [66:67] is the sub-list for method output_type
-	65, // [65:66] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	35, // 25: nodediag.v1.ProbeEvidence.journal:type_name -> nodediag.v1.Journal
+	38, // 26: nodediag.v1.ProbeEvidence.units:type_name -> nodediag.v1.Units
+	40, // 27: nodediag.v1.ProbeEvidence.pods:type_name -> nodediag.v1.Pods
+	10, // 28: nodediag.v1.KubeletConfig.exec_start:type_name -> nodediag.v1.SourceLine
+	12, // 29: nodediag.v1.KubeletConfig.env_files:type_name -> nodediag.v1.EnvFile
+	13, // 30: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
+	14, // 31: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
+	10, // 32: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
+	46, // 33: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	10, // 34: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
+	10, // 35: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
+	10, // 36: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
+	16, // 37: nodediag.v1.Binaries.binaries:type_name -> nodediag.v1.Binary
+	18, // 38: nodediag.v1.Kubeadm.static_pods:type_name -> nodediag.v1.StaticPod
+	19, // 39: nodediag.v1.Kubeadm.config_files:type_name -> nodediag.v1.KubeadmConfigFile
+	20, // 40: nodediag.v1.Kubeadm.kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
+	20, // 41: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
+	10, // 42: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
+	10, // 43: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
+	10, // 44: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
+	10, // 45: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
+	22, // 46: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
+	47, // 47: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	47, // 48: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	47, // 49: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	47, // 50: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	24, // 51: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
+	25, // 52: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
+	47, // 53: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	47, // 54: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	47, // 55: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	27, // 56: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
+	29, // 57: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
+	10, // 58: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
+	31, // 59: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
+	47, // 60: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	47, // 61: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	33, // 62: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
+	47, // 63: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	36, // 64: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
+	37, // 65: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
+	24, // 66: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
+	39, // 67: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
+	47, // 68: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	47, // 69: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	47, // 70: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	47, // 71: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	39, // 72: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
+	47, // 73: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	47, // 74: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	6,  // 75: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
+	41, // 76: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24, // 77: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	47, // 78: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	43, // 79: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,  // 80: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	1,  // 81: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	45, // 82: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	42, // 83: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	44, // 84: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	84, // [84:85] is the sub-list for method output_type
+	83, // [83:84] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
@@ -4026,13 +4759,16 @@ func file_nodediag_v1_nodediag_proto_init() {
 		(*ProbeEvidence_Certificates)(nil),
 		(*ProbeEvidence_Cni)(nil),
 		(*ProbeEvidence_Os)(nil),
+		(*ProbeEvidence_Journal)(nil),
+		(*ProbeEvidence_Units)(nil),
+		(*ProbeEvidence_Pods)(nil),
 	}
 	file_nodediag_v1_nodediag_proto_msgTypes[14].OneofWrappers = []any{}
-	file_nodediag_v1_nodediag_proto_msgTypes[35].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[42].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[37].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[44].OneofWrappers = []any{
 		(*CollectorMessage_Check)(nil),
 	}
 	type x struct{}
@@ -4041,7 +4777,7 @@ func file_nodediag_v1_nodediag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodediag_v1_nodediag_proto_rawDesc), len(file_nodediag_v1_nodediag_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,3 @@
+package rules
+
+var podRules []Rule
