@@ -148,6 +148,12 @@ func evidenceClock(ev *nodediagv1.Evidence) (clock time.Time, lowerBound bool) {
 		for _, s := range pe.GetLogs().GetSources() {
 			see(s.GetLastTime())
 		}
+		for _, s := range pe.GetJournal().GetSources() {
+			see(s.GetLastTime())
+		}
+		for _, c := range pe.GetPods().GetContainers() {
+			see(c.GetLastTime())
+		}
 		ci := pe.GetCloudInit()
 		see(ci.GetLastUpdate())
 		for _, st := range ci.GetStages() {
