@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/logline"
 	"github.com/nodediag/nodediag/agent/probe"
@@ -237,18 +235,6 @@ func logsDated(f logline.Format) bool {
 	return false
 }
 
-// logsCandidate is a line that may be kept.
-type logsCandidate struct {
-	seq        int // position among the lines read
-	n, fromEnd int32
-	raw        string
-	time       time.Time
-	inferred   bool
-	program    string
-	important  bool // notable, or a cloud-init stage line
-	cut        bool // the head's last line, cut where the unread middle starts
-}
-
 // excerptLog keeps the lines of one log that matter. head is the file's
 // start (the whole file when skipped is 0) and tail its end when the
 // middle, skipped bytes long, was not read. ref gives a year to yearless
@@ -273,36 +259,22 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 		Truncated:    skipped > 0,
 		SkippedBytes: skipped,
 	}
+	k := newLineKeeper()
 	var (
-		important []logsCandidate
-		ring      [logsContext]logsCandidate // the last relevant lines
-		ringN     int                        // lines pushed into ring
-		lastTime  time.Time
-		first     time.Time
-		last      time.Time
-		seq       int
-		dropped   int64                     // important lines dropped while reading
-		before    [logsBefore]logsCandidate // the last relevant lines, for context
-		beforeN   int
-		promoted  = map[int]bool{} // seqs of context lines kept with a notable one
-		included  = -1             // seq of the last line added to important
+		lastTime time.Time
+		keys     redact.KeyBlock
 	)
-	var keys redact.KeyBlock
 	add := func(raw string, n, fromEnd int32, cut bool) {
 		ex.TotalLines++
 		// A private key printed into a log spans lines that no single-line
 		// redaction recognises: drop them here, before they are evidence.
 		raw = keys.Line(strings.TrimSuffix(raw, "\r"))
 		p := logline.ParseIn(raw, ref, loc)
-		c := logsCandidate{seq: seq, n: n, fromEnd: fromEnd, raw: raw, program: p.Program, cut: cut}
-		seq++
+		c := logsCandidate{n: n, fromEnd: fromEnd, raw: raw, program: p.Program, cut: cut}
 		switch {
 		case p.HasTime:
 			lastTime, c.time = p.Time, p.Time
-			if first.IsZero() {
-				first = p.Time
-			}
-			last = p.Time
+			k.seeTime(p.Time)
 		case !lastTime.IsZero():
 			c.time, c.inferred = lastTime, true
 		}
@@ -310,36 +282,7 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 			return
 		}
 		c.important = logline.Notable(raw) || (kind == "cloud-init-output" && p.Format == logline.FormatCloudInitStage)
-		if c.important {
-			for k := max(0, beforeN-logsBefore); k < beforeN; k++ {
-				if b := before[k%logsBefore]; b.seq > included {
-					b.important = true
-					important = append(important, b)
-					promoted[b.seq] = true
-				}
-			}
-			if len(promoted) > 4*logsContext {
-				// Only seqs still in the tail ring matter.
-				for k := range promoted {
-					if k < seq-logsContext-1 {
-						delete(promoted, k)
-					}
-				}
-			}
-			important = append(important, c)
-			included = c.seq
-			if len(important) == 2*logsMaxLines {
-				// Bound memory: logsCap would keep only the first
-				// logsKeepFirst and the newest of these anyway.
-				n := copy(important[logsKeepFirst:], important[len(important)-(logsMaxLines-logsKeepFirst):])
-				important = important[:logsKeepFirst+n]
-				dropped += logsMaxLines
-			}
-		}
-		ring[ringN%logsContext] = c
-		ringN++
-		before[beforeN%logsBefore] = c
-		beforeN++
+		k.add(c)
 	}
 
 	hs := string(head)
@@ -362,61 +305,8 @@ func excerptLog(source, kind string, head, tail []byte, size, skipped int64, ref
 			add(raw, 0, int32(nTail-i), false)
 		})
 	}
-
-	// Merge the important lines and the unimportant ones of the context,
-	// both in file order.
-	var context []logsCandidate
-	for i := max(0, ringN-logsContext); i < ringN; i++ {
-		if c := ring[i%logsContext]; !c.important && !promoted[c.seq] {
-			context = append(context, c)
-		}
-	}
-	kept := make([]logsCandidate, 0, len(important)+len(context))
-	for len(important) > 0 || len(context) > 0 {
-		if len(context) == 0 || (len(important) > 0 && important[0].seq < context[0].seq) {
-			kept, important = append(kept, important[0]), important[1:]
-		} else {
-			kept, context = append(kept, context[0]), context[1:]
-		}
-	}
-	kept, ex.DroppedLines = logsCap(kept, logsMaxLines, logsKeepFirst)
-	ex.DroppedLines += dropped
-	for _, c := range kept {
-		l := &nodediagv1.LogLine{N: c.n, NFromEnd: c.fromEnd, Text: logsText(c.raw, c.cut), Program: c.program, TimeInferred: c.inferred}
-		if !c.time.IsZero() {
-			l.Time = timestamppb.New(c.time)
-		}
-		ex.Lines = append(ex.Lines, l)
-	}
-	if !first.IsZero() {
-		ex.FirstTime, ex.LastTime = timestamppb.New(first), timestamppb.New(last)
-	}
+	k.finish(ex)
 	return ex
-}
-
-// logsCap keeps at most max lines: it drops the oldest unimportant lines
-// first, then, if the important lines alone are too many, those after the
-// first keepFirst up to the newest ones that fit.
-func logsCap(cands []logsCandidate, max, keepFirst int) ([]logsCandidate, int64) {
-	excess := len(cands) - max
-	if excess <= 0 {
-		return cands, 0
-	}
-	dropped := int64(excess)
-	out := cands[:0]
-	for _, c := range cands {
-		if excess > 0 && !c.important {
-			excess--
-			continue
-		}
-		out = append(out, c)
-	}
-	if excess > 0 {
-		// out holds only important lines from here on, plus possibly
-		// unimportant ones after them; drop the excess after keepFirst.
-		out = append(out[:keepFirst], out[keepFirst+excess:]...)
-	}
-	return out, dropped
 }
 
 // logsCountLines counts the lines of s. A last line without a newline (a
