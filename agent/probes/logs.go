@@ -43,9 +43,6 @@ var logsFiles = []logsFile{
 	{"/var/log/containerd.log", "containerd"},
 }
 
-// logsJournalDirs are journald's persistent and volatile directories.
-var logsJournalDirs = []string{"/var/log/journal", "/run/log/journal"}
-
 // logsDir holds, besides logsFiles, the kubeadm output saved by bootstrap
 // scripts that tee it: /var/log/kubeadm*.log (kubeadm-init.log,
 // kubeadm-join.log).
@@ -117,16 +114,8 @@ func (logs) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, e
 		}
 		data.Sources = append(data.Sources, ex)
 	}
-	// The systemd journal (binary files) is where kubelet and containerd
-	// write on most nodes; this version reads only text logs, and says so
-	// rather than let a clean result pass for a clean journal.
-	for _, dir := range logsJournalDirs {
-		if ok, err := h.Exists(dir); err == nil && ok {
-			probe.Unreadable(pe, dir, errors.New("journal files are not read by this version of the agent: kubelet and containerd messages kept only there were not examined"))
-		}
-	}
 	if found == 0 {
-		return pe, fmt.Errorf("%w: no text logs under %s", probe.ErrNotApplicable, logsDir)
+		return nil, fmt.Errorf("%w: no text logs under %s", probe.ErrNotApplicable, logsDir)
 	}
 	pe.Data = &nodediagv1.ProbeEvidence_Logs{Logs: data}
 	return pe, nil

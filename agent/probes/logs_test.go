@@ -465,18 +465,6 @@ func FuzzExcerptLog(f *testing.F) {
 	})
 }
 
-// A journal the agent does not read is a gap, never a clean bill of health.
-func TestLogsJournalIsAGap(t *testing.T) {
-	h := hosttest.Tree(t, map[string]string{"var/log/journal/0123456789abcdef0123456789abcdef/system.journal": "LPKSHHRH"})
-	pe, err := logs{}.Run(context.Background(), h)
-	if !errors.Is(err, probe.ErrNotApplicable) {
-		t.Fatalf("error %v, want not applicable (no text logs)", err)
-	}
-	if pe == nil || len(pe.Unreadable) != 1 || pe.Unreadable[0].Source != "/var/log/journal" {
-		t.Fatalf("unreadable %v, want the journal directory named", pe.GetUnreadable())
-	}
-}
-
 // Zone-less times are the host's local time: on a UTC+2 host (its
 // /etc/localtime says so) "May  1 02:02:00" is 00:02 UTC.
 func TestLogsLocalTimeZone(t *testing.T) {

@@ -17,6 +17,7 @@ var kubeletRules = []Rule{
 	{Name: "kubelet-flags", Fn: kubeletFlagFindings},
 	{Name: "kubelet-config-invalid", Fn: kubeletConfigInvalid},
 	{Name: "kubelet-config-missing", Fn: kubeletConfigMissing},
+	{Name: "kubelet-unknown-flag-source", Fn: kubeletUnknownFlagSource},
 }
 
 // kubeletVersionEvidence is the kubelet version the flag rules judge
@@ -270,4 +271,44 @@ func kubeletConfigMissing(in *Input) []*nodediagv1.Finding {
 		QuoteLine(flag.GetSource()),
 		done,
 	)}
+}
+
+// unknownFlagRe is pflag's refusal as the kubelet logs it
+// (cmd/kubelet/app/server.go: "failed to parse kubelet flag: %w").
+var unknownFlagRe = regexp.MustCompile(`failed to parse kubelet flag: unknown flag: --([\w.-]+)`)
+
+// kubeletUnknownFlagSource ties the kubelet's refusal of a flag, in its log,
+// to the line that puts the flag on its command line: the file to fix. It
+// stays silent for a flag that KubeletRemovedFlag judges (the flag's table
+// entry and the kubelet's version are known): that finding quotes both.
+func kubeletUnknownFlagSource(in *Input) []*nodediagv1.Finding {
+	kc := in.KubeletConfig()
+	if kc == nil {
+		return nil
+	}
+	known := kubeletVersion(in) != nil
+	seen := map[string]bool{}
+	var out []*nodediagv1.Finding
+	for _, src := range in.Logs() {
+		for _, l := range src.GetLines() {
+			m := unknownFlagRe.FindStringSubmatch(l.GetText())
+			if m == nil || seen[m[1]] || !in.InWindow(l.GetTime()) {
+				continue
+			}
+			seen[m[1]] = true
+			if known && lookupKubeletFlag(m[1]) != nil {
+				continue
+			}
+			for _, f := range kc.GetFlags() {
+				if !f.GetActive() || f.GetName() != m[1] || f.GetSource() == nil {
+					continue
+				}
+				out = append(out, KubeletUnknownFlag.Finding(
+					Params{"flag": "--" + m[1], "where": " set in " + f.GetSource().GetPath()},
+					QuoteLine(f.GetSource()), QuoteLog(src, l)))
+				break
+			}
+		}
+	}
+	return out
 }

@@ -426,7 +426,7 @@ func TestKubeletRulesThroughEngine(t *testing.T) {
 	for _, r := range kubeletRules {
 		names = append(names, r.Name)
 	}
-	if diff := cmp.Diff([]string{"kubelet-flags", "kubelet-config-invalid", "kubelet-config-missing"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"kubelet-flags", "kubelet-config-invalid", "kubelet-config-missing", "kubelet-unknown-flag-source"}, names); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
 	}
 	for _, f := range runKubeletRules(newInput(ev, Context{})) {
@@ -465,5 +465,26 @@ func TestKubeletVersionFromItsLog(t *testing.T) {
 	}
 	if q := fs[0].Evidence[1]; q.Source != "/var/log/messages" || q.Line != 7 {
 		t.Errorf("the version's quote = %v, want the kubelet's log line", q)
+	}
+}
+
+// Without the kubelet's version, its refusal in the log still names the file
+// that carries the flag.
+func TestKubeletUnknownFlagSource(t *testing.T) {
+	src := &nodediagv1.SourceLine{Path: "/etc/sysconfig/kubelet", Line: 1, Text: "KUBELET_EXTRA_ARGS=--improve-speed"}
+	kc := &nodediagv1.KubeletConfig{Flags: []*nodediagv1.KubeletFlag{{Name: "improve-speed", Active: true, Source: src}}}
+	line := `E0823 13:53:14.926448    8691 run.go:72] "command failed" err="failed to parse kubelet flag: unknown flag: --improve-speed"`
+	ev := &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{
+		{Name: "kubelet-config", Status: "ok", Data: &nodediagv1.ProbeEvidence_KubeletConfig{KubeletConfig: kc}},
+		{Name: "journal", Status: "ok", Data: &nodediagv1.ProbeEvidence_Journal{Journal: &nodediagv1.Journal{Sources: []*nodediagv1.LogExcerpt{{
+			Source: "journal:kubelet.service", Kind: "kubelet", Lines: []*nodediagv1.LogLine{{Text: line}},
+		}}}}},
+	}}
+	fs := kubeletUnknownFlagSource(&Input{Ev: ev})
+	if len(fs) != 1 || fs[0].Title != "kubelet refuses to start: unknown flag --improve-speed set in /etc/sysconfig/kubelet" {
+		t.Fatalf("got %v", fs)
+	}
+	if q := fs[0].Evidence; len(q) != 2 || q[0].Source != "/etc/sysconfig/kubelet" || q[1].Source != "journal:kubelet.service" {
+		t.Errorf("quotes %v: want the file's line, then the journal's", q)
 	}
 }

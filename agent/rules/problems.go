@@ -12,7 +12,7 @@ package rules
 // Machine stays Provisioned); they rank below the cause that explains them.
 var (
 	bootstrapSymptoms = []string{"CloudInitFailed", "BootstrapCommandFailed", "KubeadmInitFailed", "KubeadmJoinFailed", "KubeadmFailed", "BootstrapSentinelMissing", "KubeletTLSBootstrapFailed"}
-	kubeletSymptoms   = append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...)
+	kubeletSymptoms   = append([]string{"KubeletNotHealthy", "KubeletCrashLoop", "KubeletNotRunning"}, bootstrapSymptoms...)
 )
 
 // Causes, most decisive first.
@@ -26,7 +26,8 @@ var (
 	})
 	KubeletUnknownFlag = register(Problem{
 		ID: "KubeletUnknownFlag", Category: CatFlagRemoved, Severity: Error,
-		Title:       "kubelet refuses to start: unknown flag {flag}",
+		Title:       "kubelet refuses to start: unknown flag {flag}{where}",
+		Defaults:    Params{"where": ""},
 		Remediation: "Remove {flag} from the kubelet's command line (KUBELET_EXTRA_ARGS in /etc/default/kubelet or /etc/sysconfig/kubelet, KUBELET_KUBEADM_ARGS in /var/lib/kubelet/kubeadm-flags.env, kubeletExtraArgs of the kubeadm configuration) or move it to the KubeletConfiguration file, then restart kubelet.",
 		RefutedBy:   "a later kubelet start without the error",
 		Explains:    kubeletSymptoms,
@@ -171,14 +172,14 @@ var (
 		Title:       "{path} is full: {used_percent}% used, {free} free",
 		Remediation: "Free space on {mount} (container images under /var/lib/containerd, logs under /var/log, etcd data) or grow the disk (the OS disk size of the AzureMachineTemplate); the kubelet evicts pods and image pulls fail below its thresholds.",
 		RefutedBy:   "free space above the kubelet's eviction thresholds",
-		Explains:    append([]string{"DiskNoSpaceLogged", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "DiskNoSpaceLogged", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
 	})
 	DiskInodesExhausted = register(Problem{
 		ID: "DiskInodesExhausted", Category: CatDiskPressure, Severity: Error,
 		Title:       "{path} has no inodes left: {inodes_used_percent}% used",
 		Remediation: "Delete the many small files filling {mount} (container layers, logs, leaked pod directories), or recreate the filesystem with more inodes.",
 		RefutedBy:   "free inodes above the kubelet's threshold",
-		Explains:    append([]string{"DiskNoSpaceLogged", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "DiskNoSpaceLogged", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
 	})
 	DiskNoSpaceLogged = register(Problem{
 		ID: "DiskNoSpaceLogged", Category: CatDiskPressure, Severity: Error,
@@ -186,21 +187,21 @@ var (
 		Defaults:    Params{"path": "a file"},
 		Remediation: "Find the full filesystem (df -h, df -i) and free or grow it; the failed write is quoted here.",
 		RefutedBy:   "every filesystem with free space and inodes",
-		Explains:    append([]string{"KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "KubeletDiskEviction", "ImagePullFailed", "BootstrapDownloadFailed", "PackageInstallFailed"}, kubeletSymptoms...),
 	})
 	CertificateNotYetValid = register(Problem{
 		ID: "CertificateNotYetValid", Category: CatTimeSkew, Severity: Error,
 		Title:       "certificate {path} is not valid until {not_before}: the clock is behind",
 		Remediation: "Fix the node's clock (chrony/systemd-timesyncd, the Azure host time sync), then restart the kubelet; certificates are judged against the node's time.",
 		RefutedBy:   "the node's clock past the certificate's notBefore",
-		Explains:    append([]string{"ClockSkew", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "ClockSkew", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
 	})
 	ClockSkew = register(Problem{
 		ID: "ClockSkew", Category: CatTimeSkew, Severity: Error,
 		Title:       "TLS fails because the clock is off: {detail}",
 		Remediation: "Fix the node's time synchronisation (chrony/systemd-timesyncd, the hypervisor's time source) and restart the kubelet.",
 		RefutedBy:   "the node's time matching a reliable clock",
-		Explains:    append([]string{"APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
 	})
 	CertificateExpired = register(Problem{
 		ID: "CertificateExpired", Category: CatCertExpired, Severity: Error,
@@ -208,7 +209,7 @@ var (
 		Defaults:    Params{"path": "(named in the quoted line)", "not_after": "(see the quoted line)"},
 		Remediation: "Renew it: kubeadm certs renew for control-plane certificates (then restart the static pods); for the kubelet client certificate, delete the expired /var/lib/kubelet/pki/kubelet-client-current.pem and rejoin or re-bootstrap the kubelet (rotateCertificates keeps it fresh while the node is up).",
 		RefutedBy:   "a current certificate in its place",
-		Explains:    append([]string{"APIServerUnreachable", "APIServerCertificateUntrusted"}, kubeletSymptoms...),
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "APIServerUnreachable", "APIServerCertificateUntrusted"}, kubeletSymptoms...),
 	})
 	APIServerCertificateUntrusted = register(Problem{
 		ID: "APIServerCertificateUntrusted", Category: CatAPIUnreachable, Severity: Error,
@@ -251,6 +252,34 @@ var (
 		Remediation: "Free space or inodes on the kubelet's filesystems (/var/lib/kubelet, /var/lib/containerd) or grow the disk.",
 		RefutedBy:   "no DiskPressure condition on the node",
 	})
+	StaticPodCrashLoop = register(Problem{
+		ID: "StaticPodCrashLoop", Category: CatStaticPodCrash, Severity: Error,
+		Title:    "{container} ({pod}) is crash-looping: {restarts} restarts, and this node's API server is down with it",
+		Defaults: Params{"restarts": "repeated"},
+		Remediation: "The kubelet keeps restarting the static pod {pod} and {container} keeps exiting, so the API server of this node does not serve: kubeadm's wait for the control plane times out, and the kubelet, the controllers and the node's agents cannot reach it. " +
+			"Its last words, quoted here from its log under /var/log/pods, name the reason. For etcd: \"no space left on device\" (free or grow the filesystem of /var/lib/etcd), \"member ... has already been bootstrapped\" (a /var/lib/etcd left by an earlier kubeadm run: empty it before kubeadm runs again, or recreate the Machine), a certificate under /etc/kubernetes/pki/etcd. " +
+			"For kube-apiserver: a missing or expired file under /etc/kubernetes/pki (kubeadm init phase certs, kubeadm certs renew), a wrong flag in /etc/kubernetes/manifests/kube-apiserver.yaml, or etcd not answering on 127.0.0.1:2379. " +
+			"crictl ps -a and crictl logs show the same on the node; the kubelet starts it again as soon as the cause is gone.",
+		RefutedBy: "{container} running for more than 10 minutes without a restart",
+		Explains:  []string{"ControllerCrashLoop", "PodCrashLoop", "APIServerUnreachable", "KubeadmInitFailed", "KubeadmJoinFailed", "KubeadmFailed"},
+	})
+	ControllerCrashLoop = register(Problem{
+		ID: "ControllerCrashLoop", Category: CatStaticPodCrash, Severity: Error,
+		Title:    "{container} ({pod}) is crash-looping: {restarts} restarts",
+		Defaults: Params{"restarts": "repeated"},
+		Remediation: "The kubelet keeps restarting the static pod {pod} and {container} keeps exiting, so the control plane does not converge (kubeadm 1.33 and later also wait for it in wait-control-plane). " +
+			"It exits when it loses its leader election lease to an API server that is down (see the other findings); otherwise its last words, quoted here from its log under /var/log/pods, name the reason: a missing or unreadable kubeconfig (/etc/kubernetes/controller-manager.conf, /etc/kubernetes/scheduler.conf) or certificate under /etc/kubernetes/pki, or a wrong flag in /etc/kubernetes/manifests/{container}.yaml.",
+		RefutedBy: "{container} running for more than 10 minutes without a restart",
+		Explains:  []string{"KubeadmInitFailed", "KubeadmJoinFailed", "KubeadmFailed"},
+	})
+	PodCrashLoop = register(Problem{
+		ID: "PodCrashLoop", Category: CatStaticPodCrash, Severity: Warning,
+		Title:    "{container} of the system pod {pod} is crash-looping: {restarts} restarts",
+		Defaults: Params{"restarts": "repeated"},
+		Remediation: "A pod of the node's own machinery keeps exiting: a crash-looping kube-proxy breaks Services on this node, the CNI agent (calico-node) leaves it NotReady, the cloud node manager leaves it uninitialised, a CSI node plugin leaves volumes unmounted. " +
+			"Its last words, quoted here from its log under /var/log/pods, name the reason; when this node's API server is down too, fix that first.",
+		RefutedBy: "{container} running for more than 10 minutes without a restart",
+	})
 	CNIPluginMissing = register(Problem{
 		ID: "CNIPluginMissing", Category: CatCNINotReady, Severity: Error,
 		Title:       "CNI config {file} uses plugin {plugin}, which is not in {bin_dir}",
@@ -289,6 +318,20 @@ var (
 		Remediation: "Read the kubelet's own log for why it exits (journalctl -u kubelet): a rejected flag, an unreadable config, swap, the runtime socket.",
 		RefutedBy:   "kubelet healthz answering on :10248",
 		Explains:    append([]string{"KubeletConfigMissing"}, bootstrapSymptoms...),
+	})
+	KubeletCrashLoop = register(Problem{
+		ID: "KubeletCrashLoop", Category: CatKubeletNotRunning, Severity: Error, Symptom: true,
+		Title:       "the kubelet crash-loops: {detail}",
+		Remediation: "kubelet.service starts the kubelet, the kubelet exits, and systemd starts it again (the kubeadm unit restarts it every 10 s). Why it exits is in its own last lines before each restart (journalctl -u kubelet -n 50; quoted in the other findings when nodediag recognised them): a flag this kubelet no longer accepts, a configuration it cannot load, swap, the container runtime's socket, an expired client certificate. Fix that cause; the restarts then stop by themselves.",
+		RefutedBy:   "kubelet.service active (running) with no new restarts",
+		Explains:    append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	KubeletNotRunning = register(Problem{
+		ID: "KubeletNotRunning", Category: CatKubeletNotRunning, Severity: Error, Symptom: true,
+		Title:       "the kubelet is not running: {detail}",
+		Remediation: "systemd is not running the kubelet and will not restart it. Read why it stopped (systemctl status kubelet; journalctl -u kubelet -n 50): fix a failed start at its cause, then systemctl enable --now kubelet; a masked or disabled unit (the image, a hardening script, an operator) needs systemctl unmask kubelet and enable --now. kubeadm init and join start the kubelet in their kubelet-start phase.",
+		RefutedBy:   "kubelet.service active (running)",
+		Explains:    append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...),
 	})
 	KubeletConfigMissing = register(Problem{
 		ID: "KubeletConfigMissing", Category: CatKubeletNotRunning, Severity: Error, Confidence: Medium, Symptom: true,

@@ -227,8 +227,10 @@ func (in *Input) Logs() []*nodediagv1.LogExcerpt {
 		out = append(out, pe.GetLogs().GetSources()...)
 		out = append(out, pe.GetJournal().GetSources()...)
 		for _, c := range pe.GetPods().GetContainers() {
-			if c.GetLog() != nil {
-				out = append(out, c.GetLog())
+			for _, l := range []*nodediagv1.LogExcerpt{c.GetPreviousLog(), c.GetLog()} {
+				if l != nil {
+					out = append(out, l)
+				}
 			}
 		}
 	}

@@ -78,7 +78,7 @@ func TestShippedSignatures(t *testing.T) {
 				if provided[param] || engineParams[param] {
 					continue
 				}
-				if p.Defaults[param] != "" {
+				if _, ok := p.Defaults[param]; ok {
 					continue
 				}
 				t.Errorf("%s: the template uses {%s}, which the example does not provide (add a named group, or a default to the problem):\n\t%s", name, param, ex)

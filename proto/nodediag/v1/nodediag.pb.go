@@ -3845,8 +3845,15 @@ type PodContainer struct {
 	Static bool `protobuf:"varint,8,opt,name=static,proto3" json:"static,omitempty"`
 	// The lines of the latest files that matter, as LogExcerpt's (source the
 	// file's host path, kind "pod").
-	Log           *LogExcerpt            `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
-	LastTime      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_time,json=lastTime,proto3" json:"last_time,omitempty"`
+	Log      *LogExcerpt            `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
+	LastTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_time,json=lastTime,proto3" json:"last_time,omitempty"`
+	// The log of the run before the latest (the newest readable file of the
+	// highest <n> below the latest's), as log. Its times tell a crash loop
+	// (short runs back to back) from restarts that accumulate over reboots
+	// (the kubelet starts <n>+1.log after each reboot too), and when the
+	// latest run has only just started, its last lines are the reason the
+	// previous one ended.
+	PreviousLog   *LogExcerpt `protobuf:"bytes,11,opt,name=previous_log,json=previousLog,proto3" json:"previous_log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3947,6 +3954,13 @@ func (x *PodContainer) GetLog() *LogExcerpt {
 func (x *PodContainer) GetLastTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastTime
+	}
+	return nil
+}
+
+func (x *PodContainer) GetPreviousLog() *LogExcerpt {
+	if x != nil {
+		return x.PreviousLog
 	}
 	return nil
 }
@@ -4558,7 +4572,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04Pods\x129\n" +
 	"\n" +
 	"containers\x18\x01 \x03(\v2\x19.nodediag.v1.PodContainerR\n" +
-	"containers\"\xb5\x02\n" +
+	"containers\"\xf1\x02\n" +
 	"\fPodContainer\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x17\n" +
@@ -4570,7 +4584,8 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06static\x18\b \x01(\bR\x06static\x12)\n" +
 	"\x03log\x18\t \x01(\v2\x17.nodediag.v1.LogExcerptR\x03log\x127\n" +
 	"\tlast_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\"p\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\x12:\n" +
+	"\fprevious_log\x18\v \x01(\v2\x17.nodediag.v1.LogExcerptR\vpreviousLog\"p\n" +
 	"\fAgentMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.nodediag.v1.HelloH\x00R\x05hello\x12-\n" +
 	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportH\x00R\x06reportB\x05\n" +
@@ -4730,17 +4745,18 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	41, // 76: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
 	24, // 77: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
 	47, // 78: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	43, // 79: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,  // 80: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	1,  // 81: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	45, // 82: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	42, // 83: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	44, // 84: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	84, // [84:85] is the sub-list for method output_type
-	83, // [83:84] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	24, // 79: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	43, // 80: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,  // 81: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	1,  // 82: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	45, // 83: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	42, // 84: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	44, // 85: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	85, // [85:86] is the sub-list for method output_type
+	84, // [84:85] is the sub-list for method input_type
+	84, // [84:84] is the sub-list for extension type_name
+	84, // [84:84] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }

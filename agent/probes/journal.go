@@ -1,0 +1,212 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nodediag/nodediag/agent/host"
+	"github.com/nodediag/nodediag/agent/journal"
+	"github.com/nodediag/nodediag/agent/logline"
+	"github.com/nodediag/nodediag/agent/probe"
+	"github.com/nodediag/nodediag/agent/redact"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// journalDirs are where journald keeps its files: persistent, then
+// volatile (when /var/log/journal does not exist, or Storage=volatile).
+var journalDirs = []string{"/var/log/journal", "/run/log/journal"}
+
+// journalUnits are the units whose journal the probe reads, and the kind of
+// log each is (LogExcerpt.kind: which log signatures apply).
+var journalUnits = []struct{ unit, kind string }{
+	{"kubelet.service", "kubelet"},
+	{"containerd.service", "containerd"},
+	// cloud-init's stages: their output is cloud-init-output.log's, for
+	// nodes (or copies) where only the journal kept it.
+	{"cloud-final.service", "cloud-init-output"},
+	{"cloud-config.service", "cloud-init-output"},
+	{"cloud-init.service", "cloud-init-output"},
+	{"cloud-init-local.service", "cloud-init-output"},
+}
+
+// journalFields are the fields the probe decodes: the rest of an entry is
+// never read.
+var journalFields = []string{"MESSAGE", "SYSLOG_IDENTIFIER", "_SYSTEMD_UNIT", "UNIT", "_PID"}
+
+// journalProbe reads the systemd journal files of the host itself (no
+// journalctl, no libsystemd: the agent stays static and reads journals
+// copied off a host too): for each unit of journalUnits, the entries of the
+// last boot that journald stored for it (_SYSTEMD_UNIT) and that systemd
+// wrote about it (UNIT=, from PID 1: exits, restarts), kept by the same
+// policy as text logs. It derives the units' state from systemd's messages
+// for when the bus cannot be asked (the units probe).
+type journalProbe struct{}
+
+func (journalProbe) Name() string { return "journal" }
+
+func (journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, error) {
+	pe := &nodediagv1.ProbeEvidence{}
+	j, err := journal.Open(h, journalDirs...)
+	if err != nil {
+		return nil, fmt.Errorf("opening the journal: %w", err)
+	}
+	defer j.Close()
+	data := &nodediagv1.Journal{Dirs: journalDirs}
+	defer func() {
+		for _, p := range j.Problems {
+			src := p.Path
+			if p.Offset > 0 {
+				src = fmt.Sprintf("%s (offset %d)", p.Path, p.Offset)
+			}
+			probe.Unreadable(pe, src, p.Err)
+		}
+	}()
+	if len(j.Files) == 0 {
+		return pe, fmt.Errorf("%w: no journal files in %s", probe.ErrNotApplicable, strings.Join(journalDirs, " or "))
+	}
+	for _, f := range j.Files {
+		jf := &nodediagv1.JournalFile{Path: f.Path, SizeBytes: f.Size, NEntries: int64(f.Entries), Features: f.Features}
+		if !f.Head.IsZero() {
+			jf.Head = timestamppb.New(f.Head)
+		}
+		if !f.Tail.IsZero() {
+			jf.Tail = timestamppb.New(f.Tail)
+		}
+		data.Files = append(data.Files, jf)
+	}
+	boots, err := j.Boots()
+	if err != nil {
+		probe.Unreadable(pe, "journal boots", err)
+	}
+	for _, b := range boots {
+		data.Boots = append(data.Boots, &nodediagv1.JournalBoot{BootId: b.ID, First: timestamppb.New(b.First), Last: timestamppb.New(b.Last)})
+	}
+	if len(boots) > 0 {
+		data.BootId = boots[len(boots)-1].ID
+	}
+	for _, u := range journalUnits {
+		if err := ctx.Err(); err != nil {
+			probe.Unreadable(pe, "journal:"+u.unit, fmt.Errorf("not read: %w", err))
+			continue
+		}
+		ex, state, err := journalUnit(ctx, j, u.unit, u.kind, data.BootId)
+		if err != nil {
+			probe.Unreadable(pe, "journal:"+u.unit, err)
+			continue
+		}
+		if ex != nil {
+			data.Sources = append(data.Sources, ex)
+		}
+		if state != nil {
+			data.Units = append(data.Units, state)
+		}
+	}
+	pe.Data = &nodediagv1.ProbeEvidence_Journal{Journal: data}
+	return pe, nil
+}
+
+// journalUnit reads one unit's entries of a boot; nil, nil when it has none.
+func journalUnit(ctx context.Context, j *journal.Journal, unit, kind, bootID string) (*nodediagv1.LogExcerpt, *nodediagv1.UnitState, error) {
+	q := journal.Query{
+		Any: [][]journal.Term{
+			{{Field: "_SYSTEMD_UNIT", Value: unit}},
+			{{Field: "UNIT", Value: unit}, {Field: "_PID", Value: "1"}},
+		},
+		BootID: bootID,
+		Fields: journalFields,
+	}
+	ex := &nodediagv1.LogExcerpt{Source: "journal:" + unit, Kind: kind}
+	k := newLineKeeper()
+	st := unitFromJournal{unit: unit}
+	var keys redact.KeyBlock
+	n := 0
+	err := j.Query(q, func(e *journal.Entry) bool {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return false
+		}
+		n++
+		msg := keys.Line(strings.TrimRight(e.Fields["MESSAGE"], "\n"))
+		program := e.Fields["SYSLOG_IDENTIFIER"]
+		fromSystemd := e.Fields["_PID"] == "1" && e.Fields["_SYSTEMD_UNIT"] != unit
+		if fromSystemd {
+			program = "systemd"
+			st.see(e, msg)
+		}
+		ex.TotalLines++
+		k.seeTime(e.Realtime)
+		k.add(logsCandidate{raw: msg, time: e.Realtime, program: program, important: fromSystemd || logline.Notable(msg)})
+		return true
+	})
+	if err != nil && n == 0 {
+		return nil, nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("not read to the end: %w", ctx.Err())
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	k.finish(ex)
+	return ex, st.state(), nil
+}
+
+// Messages systemd (PID 1) writes about a unit (src/core/service.c, unit.c).
+var (
+	unitRestartRe = regexp.MustCompile(`Scheduled restart job, restart counter is at (\d+)`)
+	unitExitRe    = regexp.MustCompile(`Main process exited, code=(\w+), status=(\d+)(?:/(\S+))?`)
+	unitResultRe  = regexp.MustCompile(`Failed with result '([\w-]+)'`)
+)
+
+// unitFromJournal derives a unit's state from systemd's messages about it.
+type unitFromJournal struct {
+	unit     string
+	seen     bool
+	restarts uint32
+	code     int32
+	status   int32
+	result   string
+	active   string
+	sub      string
+	last     *nodediagv1.Quote
+}
+
+func (u *unitFromJournal) see(e *journal.Entry, msg string) {
+	q := &nodediagv1.Quote{Source: "journal:" + u.unit, Time: timestamppb.New(e.Realtime), Excerpt: msg}
+	switch {
+	case unitRestartRe.MatchString(msg):
+		n, _ := strconv.ParseUint(unitRestartRe.FindStringSubmatch(msg)[1], 10, 32)
+		u.restarts, u.active, u.sub = uint32(n), "activating", "auto-restart"
+	case unitExitRe.MatchString(msg):
+		m := unitExitRe.FindStringSubmatch(msg)
+		u.code = map[string]int32{"exited": 1, "killed": 2, "dumped": 3}[m[1]]
+		s, _ := strconv.ParseInt(m[2], 10, 32)
+		u.status = int32(s)
+		u.active, u.sub = "deactivating", "stop-post"
+	case unitResultRe.MatchString(msg):
+		u.result = unitResultRe.FindStringSubmatch(msg)[1]
+		u.active, u.sub = "failed", "failed"
+	case strings.HasPrefix(msg, "Started "):
+		u.active, u.sub = "active", "running"
+	case strings.HasPrefix(msg, "Stopped ") || strings.Contains(msg, "Deactivated successfully"):
+		u.active, u.sub = "inactive", "dead"
+	default:
+		return
+	}
+	u.seen = true
+	u.last = q
+}
+
+func (u *unitFromJournal) state() *nodediagv1.UnitState {
+	if !u.seen {
+		return nil
+	}
+	return &nodediagv1.UnitState{
+		Name: u.unit, LoadState: "loaded", ActiveState: u.active, SubState: u.sub, Result: u.result,
+		NRestarts: u.restarts, ExecMainCode: u.code, ExecMainStatus: u.status, Source: "journal", Evidence: u.last,
+	}
+}
