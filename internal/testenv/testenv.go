@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,11 +64,30 @@ func FreePort(t testing.TB) int {
 // Daemon is a process started for a test.
 type Daemon struct {
 	Cmd    *exec.Cmd
-	output *bytes.Buffer
+	output *syncBuffer
 }
 
 // Output is what the daemon wrote so far (stdout and stderr).
 func (d *Daemon) Output() string { return d.output.String() }
+
+// syncBuffer is a buffer that the copies of stdout and stderr write
+// concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // Start runs argv in its own process group, waits until ready returns nil
 // (polled every 20 ms, at most timeout), and stops the group by PID when the
@@ -78,21 +98,21 @@ func Start(t testing.TB, argv []string, env []string, logPath string, timeout ti
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	buf := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = buf, buf
 	if logPath != "" {
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
-		w := multi{&buf, f}
+		w := multi{buf, &lockedFile{f: f}}
 		cmd.Stdout, cmd.Stderr = w, w
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", strings.Join(argv, " "), err)
 	}
-	d := &Daemon{Cmd: cmd, output: &buf}
+	d := &Daemon{Cmd: cmd, output: buf}
 	t.Cleanup(func() { d.Stop() })
 	deadline := time.Now().Add(timeout)
 	for {
@@ -136,6 +156,17 @@ func DialReady(network, address string) func() error {
 		}
 		return c.Close()
 	}
+}
+
+type lockedFile struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (l *lockedFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Write(p)
 }
 
 type multi []interface{ Write([]byte) (int, error) }
