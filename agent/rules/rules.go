@@ -66,7 +66,7 @@ type Rule struct {
 // goRules is the explicit list of Go rules, one slice per domain file.
 func goRules() []Rule {
 	var all []Rule
-	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules, podRules, unitRules} {
+	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules, podRules, unitRules, containerdRules, runtimeRules, registryRules} {
 		all = append(all, rs...)
 	}
 	return all
@@ -272,6 +272,18 @@ func (in *Input) CNI() *nodediagv1.CNI {
 
 func (in *Input) OS() *nodediagv1.OSInfo {
 	return probeData(in, (*nodediagv1.ProbeEvidence).GetOs)
+}
+
+func (in *Input) Containerd() *nodediagv1.Containerd {
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetContainerd)
+}
+
+func (in *Input) Runtime() *nodediagv1.Runtime {
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetRuntime)
+}
+
+func (in *Input) Registries() *nodediagv1.Registries {
+	return probeData(in, (*nodediagv1.ProbeEvidence).GetRegistries)
 }
 
 // Finding builds a finding of p with its templates filled from params.

@@ -708,6 +708,9 @@ type ProbeEvidence struct {
 	//	*ProbeEvidence_Journal
 	//	*ProbeEvidence_Units
 	//	*ProbeEvidence_Pods
+	//	*ProbeEvidence_Containerd
+	//	*ProbeEvidence_Runtime
+	//	*ProbeEvidence_Registries
 	Data          isProbeEvidence_Data `protobuf_oneof:"data"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -902,6 +905,33 @@ func (x *ProbeEvidence) GetPods() *Pods {
 	return nil
 }
 
+func (x *ProbeEvidence) GetContainerd() *Containerd {
+	if x != nil {
+		if x, ok := x.Data.(*ProbeEvidence_Containerd); ok {
+			return x.Containerd
+		}
+	}
+	return nil
+}
+
+func (x *ProbeEvidence) GetRuntime() *Runtime {
+	if x != nil {
+		if x, ok := x.Data.(*ProbeEvidence_Runtime); ok {
+			return x.Runtime
+		}
+	}
+	return nil
+}
+
+func (x *ProbeEvidence) GetRegistries() *Registries {
+	if x != nil {
+		if x, ok := x.Data.(*ProbeEvidence_Registries); ok {
+			return x.Registries
+		}
+	}
+	return nil
+}
+
 type isProbeEvidence_Data interface {
 	isProbeEvidence_Data()
 }
@@ -958,6 +988,18 @@ type ProbeEvidence_Pods struct {
 	Pods *Pods `protobuf:"bytes,22,opt,name=pods,proto3,oneof"`
 }
 
+type ProbeEvidence_Containerd struct {
+	Containerd *Containerd `protobuf:"bytes,23,opt,name=containerd,proto3,oneof"`
+}
+
+type ProbeEvidence_Runtime struct {
+	Runtime *Runtime `protobuf:"bytes,24,opt,name=runtime,proto3,oneof"`
+}
+
+type ProbeEvidence_Registries struct {
+	Registries *Registries `protobuf:"bytes,25,opt,name=registries,proto3,oneof"`
+}
+
 func (*ProbeEvidence_KubeletConfig) isProbeEvidence_Data() {}
 
 func (*ProbeEvidence_Binaries) isProbeEvidence_Data() {}
@@ -983,6 +1025,12 @@ func (*ProbeEvidence_Journal) isProbeEvidence_Data() {}
 func (*ProbeEvidence_Units) isProbeEvidence_Data() {}
 
 func (*ProbeEvidence_Pods) isProbeEvidence_Data() {}
+
+func (*ProbeEvidence_Containerd) isProbeEvidence_Data() {}
+
+func (*ProbeEvidence_Runtime) isProbeEvidence_Data() {}
+
+func (*ProbeEvidence_Registries) isProbeEvidence_Data() {}
 
 type Unreadable struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3782,6 +3830,987 @@ func (x *UnitState) GetEvidence() *Quote {
 	return nil
 }
 
+// Containerd is containerd's configuration as its files say it: the socket,
+// the CRI plugin, cgroups and how images are pulled. Values are as written;
+// what containerd would make of them is for the rules. Nothing that can hold
+// a secret (registry auth, hosts.toml headers) is ever copied here.
+type Containerd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The main config file (/etc/containerd/config.toml, written by the image
+	// build or the bootstrap) and whether it exists: containerd runs on its
+	// built-in defaults without one.
+	ConfigFile    string `protobuf:"bytes,1,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	ConfigPresent bool   `protobuf:"varint,2,opt,name=config_present,json=configPresent,proto3" json:"config_present,omitempty"`
+	// The layout: 1 (no version key), 2 (containerd 1.x) or 3 (containerd 2.x).
+	Version int32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Why the main file could not be parsed, and the line the parser names.
+	// containerd refuses to start on it ("failed to load TOML").
+	ParseError     string      `protobuf:"bytes,4,opt,name=parse_error,json=parseError,proto3" json:"parse_error,omitempty"`
+	ParseErrorLine *SourceLine `protobuf:"bytes,5,opt,name=parse_error_line,json=parseErrorLine,proto3" json:"parse_error_line,omitempty"`
+	// Drop-ins named by imports = [...], as written.
+	Imports []string `protobuf:"bytes,6,rep,name=imports,proto3" json:"imports,omitempty"`
+	// [grpc] address: the socket containerd serves (default
+	// /run/containerd/containerd.sock) and the line that sets it.
+	GrpcAddress     string      `protobuf:"bytes,7,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	GrpcAddressLine *SourceLine `protobuf:"bytes,8,opt,name=grpc_address_line,json=grpcAddressLine,proto3" json:"grpc_address_line,omitempty"`
+	// disabled_plugins as written ("cri", "io.containerd.grpc.v1.cri").
+	DisabledPlugins     []string    `protobuf:"bytes,9,rep,name=disabled_plugins,json=disabledPlugins,proto3" json:"disabled_plugins,omitempty"`
+	DisabledPluginsLine *SourceLine `protobuf:"bytes,10,opt,name=disabled_plugins_line,json=disabledPluginsLine,proto3" json:"disabled_plugins_line,omitempty"`
+	// The CRI plugin's pause image (sandbox_image in version 2, the pinned
+	// "sandbox" image in version 3).
+	SandboxImage     string      `protobuf:"bytes,11,opt,name=sandbox_image,json=sandboxImage,proto3" json:"sandbox_image,omitempty"`
+	SandboxImageLine *SourceLine `protobuf:"bytes,12,opt,name=sandbox_image_line,json=sandboxImageLine,proto3" json:"sandbox_image_line,omitempty"`
+	// SystemdCgroup of the default runtime's runc options. Unset when the
+	// file does not say (containerd then uses cgroupfs).
+	SystemdCgroup     *bool       `protobuf:"varint,13,opt,name=systemd_cgroup,json=systemdCgroup,proto3,oneof" json:"systemd_cgroup,omitempty"`
+	SystemdCgroupLine *SourceLine `protobuf:"bytes,14,opt,name=systemd_cgroup_line,json=systemdCgroupLine,proto3" json:"systemd_cgroup_line,omitempty"`
+	// The CRI registry's config_path (a directory of <registry>/hosts.toml,
+	// "/etc/containerd/certs.d" by convention) and its line.
+	RegistryConfigPath     string      `protobuf:"bytes,15,opt,name=registry_config_path,json=registryConfigPath,proto3" json:"registry_config_path,omitempty"`
+	RegistryConfigPathLine *SourceLine `protobuf:"bytes,16,opt,name=registry_config_path_line,json=registryConfigPathLine,proto3" json:"registry_config_path_line,omitempty"`
+	// The deprecated registry.mirrors form: one endpoint per entry.
+	LegacyMirrors []*RegistryEndpoint `protobuf:"bytes,17,rep,name=legacy_mirrors,json=legacyMirrors,proto3" json:"legacy_mirrors,omitempty"`
+	// The hosts.toml files under registry_config_path, by registry.
+	HostsFiles []*HostsFile `protobuf:"bytes,18,rep,name=hosts_files,json=hostsFiles,proto3" json:"hosts_files,omitempty"`
+	// The CRI plugin's CNI directories (defaults /etc/cni/net.d, /opt/cni/bin).
+	CniConfDir    string `protobuf:"bytes,19,opt,name=cni_conf_dir,json=cniConfDir,proto3" json:"cni_conf_dir,omitempty"`
+	CniBinDir     string `protobuf:"bytes,20,opt,name=cni_bin_dir,json=cniBinDir,proto3" json:"cni_bin_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Containerd) Reset() {
+	*x = Containerd{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Containerd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Containerd) ProtoMessage() {}
+
+func (x *Containerd) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Containerd.ProtoReflect.Descriptor instead.
+func (*Containerd) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Containerd) GetConfigFile() string {
+	if x != nil {
+		return x.ConfigFile
+	}
+	return ""
+}
+
+func (x *Containerd) GetConfigPresent() bool {
+	if x != nil {
+		return x.ConfigPresent
+	}
+	return false
+}
+
+func (x *Containerd) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Containerd) GetParseError() string {
+	if x != nil {
+		return x.ParseError
+	}
+	return ""
+}
+
+func (x *Containerd) GetParseErrorLine() *SourceLine {
+	if x != nil {
+		return x.ParseErrorLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetImports() []string {
+	if x != nil {
+		return x.Imports
+	}
+	return nil
+}
+
+func (x *Containerd) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *Containerd) GetGrpcAddressLine() *SourceLine {
+	if x != nil {
+		return x.GrpcAddressLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetDisabledPlugins() []string {
+	if x != nil {
+		return x.DisabledPlugins
+	}
+	return nil
+}
+
+func (x *Containerd) GetDisabledPluginsLine() *SourceLine {
+	if x != nil {
+		return x.DisabledPluginsLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetSandboxImage() string {
+	if x != nil {
+		return x.SandboxImage
+	}
+	return ""
+}
+
+func (x *Containerd) GetSandboxImageLine() *SourceLine {
+	if x != nil {
+		return x.SandboxImageLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetSystemdCgroup() bool {
+	if x != nil && x.SystemdCgroup != nil {
+		return *x.SystemdCgroup
+	}
+	return false
+}
+
+func (x *Containerd) GetSystemdCgroupLine() *SourceLine {
+	if x != nil {
+		return x.SystemdCgroupLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetRegistryConfigPath() string {
+	if x != nil {
+		return x.RegistryConfigPath
+	}
+	return ""
+}
+
+func (x *Containerd) GetRegistryConfigPathLine() *SourceLine {
+	if x != nil {
+		return x.RegistryConfigPathLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetLegacyMirrors() []*RegistryEndpoint {
+	if x != nil {
+		return x.LegacyMirrors
+	}
+	return nil
+}
+
+func (x *Containerd) GetHostsFiles() []*HostsFile {
+	if x != nil {
+		return x.HostsFiles
+	}
+	return nil
+}
+
+func (x *Containerd) GetCniConfDir() string {
+	if x != nil {
+		return x.CniConfDir
+	}
+	return ""
+}
+
+func (x *Containerd) GetCniBinDir() string {
+	if x != nil {
+		return x.CniBinDir
+	}
+	return ""
+}
+
+// HostsFile is one <config_path>/<registry>/hosts.toml.
+type HostsFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The registry it configures: its directory name ("registry.k8s.io",
+	// "127.0.0.1:5000", "_default").
+	Registry string `protobuf:"bytes,2,opt,name=registry,proto3" json:"registry,omitempty"`
+	// Why containerd would not use the file: unparsable TOML, not a regular
+	// file, unreadable. containerd logs the error and pulls from the upstream
+	// registry instead.
+	Error     string      `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorLine *SourceLine `protobuf:"bytes,4,opt,name=error_line,json=errorLine,proto3" json:"error_line,omitempty"`
+	// The endpoints: the [host."..."] tables in file order, then server.
+	Endpoints     []*RegistryEndpoint `protobuf:"bytes,5,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostsFile) Reset() {
+	*x = HostsFile{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostsFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostsFile) ProtoMessage() {}
+
+func (x *HostsFile) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostsFile.ProtoReflect.Descriptor instead.
+func (*HostsFile) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *HostsFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HostsFile) GetRegistry() string {
+	if x != nil {
+		return x.Registry
+	}
+	return ""
+}
+
+func (x *HostsFile) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HostsFile) GetErrorLine() *SourceLine {
+	if x != nil {
+		return x.ErrorLine
+	}
+	return nil
+}
+
+func (x *HostsFile) GetEndpoints() []*RegistryEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// RegistryEndpoint is one place containerd may pull a registry's images from.
+type RegistryEndpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registry it serves ("docker.io", the mirrors key or the hosts.toml directory).
+	Registry string `protobuf:"bytes,1,opt,name=registry,proto3" json:"registry,omitempty"`
+	// As written: "https://mirror.example:5000", "://10.0.0.4:5000".
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// The line that writes it.
+	Line *SourceLine `protobuf:"bytes,3,opt,name=line,proto3" json:"line,omitempty"`
+	// "mirrors" (legacy registry.mirrors), "host" ([host."..."] of a
+	// hosts.toml) or "server" (server = of a hosts.toml, the fallback).
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// capabilities = [...] ("pull", "resolve", "push"); empty when unset.
+	Capabilities []string `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	SkipVerify   bool     `protobuf:"varint,6,opt,name=skip_verify,json=skipVerify,proto3" json:"skip_verify,omitempty"`
+	// CA files for TLS, as written (host paths).
+	Ca []string `protobuf:"bytes,7,rep,name=ca,proto3" json:"ca,omitempty"`
+	// Whether plain http is allowed for it (plain_http in containerd 2.x's hosts.toml).
+	PlainHttp     bool `protobuf:"varint,8,opt,name=plain_http,json=plainHttp,proto3" json:"plain_http,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryEndpoint) Reset() {
+	*x = RegistryEndpoint{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryEndpoint) ProtoMessage() {}
+
+func (x *RegistryEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryEndpoint.ProtoReflect.Descriptor instead.
+func (*RegistryEndpoint) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RegistryEndpoint) GetRegistry() string {
+	if x != nil {
+		return x.Registry
+	}
+	return ""
+}
+
+func (x *RegistryEndpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *RegistryEndpoint) GetLine() *SourceLine {
+	if x != nil {
+		return x.Line
+	}
+	return nil
+}
+
+func (x *RegistryEndpoint) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RegistryEndpoint) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *RegistryEndpoint) GetSkipVerify() bool {
+	if x != nil {
+		return x.SkipVerify
+	}
+	return false
+}
+
+func (x *RegistryEndpoint) GetCa() []string {
+	if x != nil {
+		return x.Ca
+	}
+	return nil
+}
+
+func (x *RegistryEndpoint) GetPlainHttp() bool {
+	if x != nil {
+		return x.PlainHttp
+	}
+	return false
+}
+
+// Runtime is what the container runtime says over its CRI socket.
+type Runtime struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The socket dialled (host path) and where the path came from: "env"
+	// (CONTAINERD_ADDRESS of the agent), "config" ([grpc] address) or "default".
+	Socket     string `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"`
+	SocketFrom string `protobuf:"bytes,2,opt,name=socket_from,json=socketFrom,proto3" json:"socket_from,omitempty"`
+	// What answered: "ok" (the CRI answered), "absent" (no socket file),
+	// "refused" (a socket nobody listens on), "timeout" (accepts, never
+	// answers), "no-cri" (containerd answers but serves no CRI: the plugin is
+	// disabled or failed to load), "error" (anything else; see error).
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// From CRI Version: "containerd", "1.6.20~ds1", "v1".
+	RuntimeName       string `protobuf:"bytes,5,opt,name=runtime_name,json=runtimeName,proto3" json:"runtime_name,omitempty"`
+	RuntimeVersion    string `protobuf:"bytes,6,opt,name=runtime_version,json=runtimeVersion,proto3" json:"runtime_version,omitempty"`
+	RuntimeApiVersion string `protobuf:"bytes,7,opt,name=runtime_api_version,json=runtimeApiVersion,proto3" json:"runtime_api_version,omitempty"`
+	// CRI Status conditions (RuntimeReady, NetworkReady).
+	Conditions []*RuntimeCondition `protobuf:"bytes,8,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Images in the runtime's store (containerd namespace k8s.io).
+	Images []*RuntimeImage `protobuf:"bytes,9,rep,name=images,proto3" json:"images,omitempty"`
+	// Containers the runtime knows, exited ones included.
+	Containers    []*RuntimeContainer `protobuf:"bytes,10,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Runtime) Reset() {
+	*x = Runtime{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Runtime) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Runtime) ProtoMessage() {}
+
+func (x *Runtime) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Runtime.ProtoReflect.Descriptor instead.
+func (*Runtime) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *Runtime) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *Runtime) GetSocketFrom() string {
+	if x != nil {
+		return x.SocketFrom
+	}
+	return ""
+}
+
+func (x *Runtime) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Runtime) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Runtime) GetRuntimeName() string {
+	if x != nil {
+		return x.RuntimeName
+	}
+	return ""
+}
+
+func (x *Runtime) GetRuntimeVersion() string {
+	if x != nil {
+		return x.RuntimeVersion
+	}
+	return ""
+}
+
+func (x *Runtime) GetRuntimeApiVersion() string {
+	if x != nil {
+		return x.RuntimeApiVersion
+	}
+	return ""
+}
+
+func (x *Runtime) GetConditions() []*RuntimeCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *Runtime) GetImages() []*RuntimeImage {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *Runtime) GetContainers() []*RuntimeContainer {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+type RuntimeCondition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Status        bool                   `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuntimeCondition) Reset() {
+	*x = RuntimeCondition{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuntimeCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuntimeCondition) ProtoMessage() {}
+
+func (x *RuntimeCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuntimeCondition.ProtoReflect.Descriptor instead.
+func (*RuntimeCondition) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RuntimeCondition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RuntimeCondition) GetStatus() bool {
+	if x != nil {
+		return x.Status
+	}
+	return false
+}
+
+func (x *RuntimeCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RuntimeCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type RuntimeImage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tags          []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	Digests       []string               `protobuf:"bytes,3,rep,name=digests,proto3" json:"digests,omitempty"`
+	Size          uint64                 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuntimeImage) Reset() {
+	*x = RuntimeImage{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuntimeImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuntimeImage) ProtoMessage() {}
+
+func (x *RuntimeImage) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuntimeImage.ProtoReflect.Descriptor instead.
+func (*RuntimeImage) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RuntimeImage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RuntimeImage) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *RuntimeImage) GetDigests() []string {
+	if x != nil {
+		return x.Digests
+	}
+	return nil
+}
+
+func (x *RuntimeImage) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type RuntimeContainer struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name         string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PodNamespace string                 `protobuf:"bytes,3,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName      string                 `protobuf:"bytes,4,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	Image        string                 `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	// "running", "exited", "created", "unknown".
+	State string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	// The kubelet's attempt counter: the restarts of this container.
+	Attempt  uint32 `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	ExitCode int32  `protobuf:"varint,8,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// Why it exited ("Error", "OOMKilled", "Completed") and its message.
+	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuntimeContainer) Reset() {
+	*x = RuntimeContainer{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuntimeContainer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuntimeContainer) ProtoMessage() {}
+
+func (x *RuntimeContainer) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuntimeContainer.ProtoReflect.Descriptor instead.
+func (*RuntimeContainer) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RuntimeContainer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RuntimeContainer) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *RuntimeContainer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RuntimeContainer) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *RuntimeContainer) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+// Registries is whether the registries and mirrors the runtime is
+// configured with answer from this node. Only configured endpoints are
+// tried, never an address found in a log.
+type Registries struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when --offline kept the agent off the network: checks is empty.
+	Offline       bool             `protobuf:"varint,1,opt,name=offline,proto3" json:"offline,omitempty"`
+	Checks        []*RegistryCheck `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Registries) Reset() {
+	*x = Registries{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Registries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Registries) ProtoMessage() {}
+
+func (x *Registries) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Registries.ProtoReflect.Descriptor instead.
+func (*Registries) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *Registries) GetOffline() bool {
+	if x != nil {
+		return x.Offline
+	}
+	return false
+}
+
+func (x *Registries) GetChecks() []*RegistryCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+type RegistryCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registry and the endpoint as configured (RegistryEndpoint.url),
+	// with the line that configures it.
+	Registry string      `protobuf:"bytes,1,opt,name=registry,proto3" json:"registry,omitempty"`
+	Endpoint string      `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Line     *SourceLine `protobuf:"bytes,3,opt,name=line,proto3" json:"line,omitempty"`
+	// The URL dialled: the endpoint with containerd's default scheme added.
+	Url string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	// The first step that failed: "url" (not a usable URL), "dns", "tcp",
+	// "tls", "http" (no registry answer at /v2/); empty when the registry
+	// answered.
+	FailedStep string `protobuf:"bytes,5,opt,name=failed_step,json=failedStep,proto3" json:"failed_step,omitempty"`
+	Error      string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// The addresses the name resolved to.
+	Addresses []string `protobuf:"bytes,7,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// The status of GET /v2/ (200, or 401 from a registry that wants a token).
+	HttpStatus    int32 `protobuf:"varint,8,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	DurationMs    int32 `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryCheck) Reset() {
+	*x = RegistryCheck{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryCheck) ProtoMessage() {}
+
+func (x *RegistryCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryCheck.ProtoReflect.Descriptor instead.
+func (*RegistryCheck) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *RegistryCheck) GetRegistry() string {
+	if x != nil {
+		return x.Registry
+	}
+	return ""
+}
+
+func (x *RegistryCheck) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *RegistryCheck) GetLine() *SourceLine {
+	if x != nil {
+		return x.Line
+	}
+	return nil
+}
+
+func (x *RegistryCheck) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *RegistryCheck) GetFailedStep() string {
+	if x != nil {
+		return x.FailedStep
+	}
+	return ""
+}
+
+func (x *RegistryCheck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RegistryCheck) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *RegistryCheck) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *RegistryCheck) GetDurationMs() int32 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
 // Pods is what the kubelet keeps of containers' logs under /var/log/pods:
 // readable with the runtime down, or on a copy of a host.
 type Pods struct {
@@ -3793,7 +4822,7 @@ type Pods struct {
 
 func (x *Pods) Reset() {
 	*x = Pods{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3805,7 +4834,7 @@ func (x *Pods) String() string {
 func (*Pods) ProtoMessage() {}
 
 func (x *Pods) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3818,7 +4847,7 @@ func (x *Pods) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pods.ProtoReflect.Descriptor instead.
 func (*Pods) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{40}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Pods) GetContainers() []*PodContainer {
@@ -3860,7 +4889,7 @@ type PodContainer struct {
 
 func (x *PodContainer) Reset() {
 	*x = PodContainer{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3872,7 +4901,7 @@ func (x *PodContainer) String() string {
 func (*PodContainer) ProtoMessage() {}
 
 func (x *PodContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3885,7 +4914,7 @@ func (x *PodContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodContainer.ProtoReflect.Descriptor instead.
 func (*PodContainer) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{41}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PodContainer) GetNamespace() string {
@@ -3978,7 +5007,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +5019,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +5032,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{42}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AgentMessage) GetMsg() isAgentMessage_Msg {
@@ -4057,7 +5086,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +5098,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +5111,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{43}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Hello) GetNodeName() string {
@@ -4111,7 +5140,7 @@ type CollectorMessage struct {
 
 func (x *CollectorMessage) Reset() {
 	*x = CollectorMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +5152,7 @@ func (x *CollectorMessage) String() string {
 func (*CollectorMessage) ProtoMessage() {}
 
 func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +5165,7 @@ func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectorMessage.ProtoReflect.Descriptor instead.
 func (*CollectorMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{44}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CollectorMessage) GetMsg() isCollectorMessage_Msg {
@@ -4175,7 +5204,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4187,7 +5216,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4200,7 +5229,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{45}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CheckRequest) GetRequestId() string {
@@ -4270,7 +5299,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04host\x18\x01 \x01(\v2\x15.nodediag.v1.HostInfoR\x04host\x12=\n" +
 	"\fcollected_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcollectedAt\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x122\n" +
-	"\x06probes\x18\x04 \x03(\v2\x1a.nodediag.v1.ProbeEvidenceR\x06probes\"\xbd\x06\n" +
+	"\x06probes\x18\x04 \x03(\v2\x1a.nodediag.v1.ProbeEvidenceR\x06probes\"\xe5\a\n" +
 	"\rProbeEvidence\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -4294,7 +5323,14 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x02os\x18\x13 \x01(\v2\x13.nodediag.v1.OSInfoH\x00R\x02os\x120\n" +
 	"\ajournal\x18\x14 \x01(\v2\x14.nodediag.v1.JournalH\x00R\ajournal\x12*\n" +
 	"\x05units\x18\x15 \x01(\v2\x12.nodediag.v1.UnitsH\x00R\x05units\x12'\n" +
-	"\x04pods\x18\x16 \x01(\v2\x11.nodediag.v1.PodsH\x00R\x04podsB\x06\n" +
+	"\x04pods\x18\x16 \x01(\v2\x11.nodediag.v1.PodsH\x00R\x04pods\x129\n" +
+	"\n" +
+	"containerd\x18\x17 \x01(\v2\x17.nodediag.v1.ContainerdH\x00R\n" +
+	"containerd\x120\n" +
+	"\aruntime\x18\x18 \x01(\v2\x14.nodediag.v1.RuntimeH\x00R\aruntime\x129\n" +
+	"\n" +
+	"registries\x18\x19 \x01(\v2\x17.nodediag.v1.RegistriesH\x00R\n" +
+	"registriesB\x06\n" +
 	"\x04data\":\n" +
 	"\n" +
 	"Unreadable\x12\x16\n" +
@@ -4568,7 +5604,113 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x0einactive_enter\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\rinactiveEnter\x12\x16\n" +
 	"\x06source\x18\v \x01(\tR\x06source\x12.\n" +
-	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"A\n" +
+	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"\x87\b\n" +
+	"\n" +
+	"Containerd\x12\x1f\n" +
+	"\vconfig_file\x18\x01 \x01(\tR\n" +
+	"configFile\x12%\n" +
+	"\x0econfig_present\x18\x02 \x01(\bR\rconfigPresent\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12\x1f\n" +
+	"\vparse_error\x18\x04 \x01(\tR\n" +
+	"parseError\x12A\n" +
+	"\x10parse_error_line\x18\x05 \x01(\v2\x17.nodediag.v1.SourceLineR\x0eparseErrorLine\x12\x18\n" +
+	"\aimports\x18\x06 \x03(\tR\aimports\x12!\n" +
+	"\fgrpc_address\x18\a \x01(\tR\vgrpcAddress\x12C\n" +
+	"\x11grpc_address_line\x18\b \x01(\v2\x17.nodediag.v1.SourceLineR\x0fgrpcAddressLine\x12)\n" +
+	"\x10disabled_plugins\x18\t \x03(\tR\x0fdisabledPlugins\x12K\n" +
+	"\x15disabled_plugins_line\x18\n" +
+	" \x01(\v2\x17.nodediag.v1.SourceLineR\x13disabledPluginsLine\x12#\n" +
+	"\rsandbox_image\x18\v \x01(\tR\fsandboxImage\x12E\n" +
+	"\x12sandbox_image_line\x18\f \x01(\v2\x17.nodediag.v1.SourceLineR\x10sandboxImageLine\x12*\n" +
+	"\x0esystemd_cgroup\x18\r \x01(\bH\x00R\rsystemdCgroup\x88\x01\x01\x12G\n" +
+	"\x13systemd_cgroup_line\x18\x0e \x01(\v2\x17.nodediag.v1.SourceLineR\x11systemdCgroupLine\x120\n" +
+	"\x14registry_config_path\x18\x0f \x01(\tR\x12registryConfigPath\x12R\n" +
+	"\x19registry_config_path_line\x18\x10 \x01(\v2\x17.nodediag.v1.SourceLineR\x16registryConfigPathLine\x12D\n" +
+	"\x0elegacy_mirrors\x18\x11 \x03(\v2\x1d.nodediag.v1.RegistryEndpointR\rlegacyMirrors\x127\n" +
+	"\vhosts_files\x18\x12 \x03(\v2\x16.nodediag.v1.HostsFileR\n" +
+	"hostsFiles\x12 \n" +
+	"\fcni_conf_dir\x18\x13 \x01(\tR\n" +
+	"cniConfDir\x12\x1e\n" +
+	"\vcni_bin_dir\x18\x14 \x01(\tR\tcniBinDirB\x11\n" +
+	"\x0f_systemd_cgroup\"\xc6\x01\n" +
+	"\tHostsFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
+	"\bregistry\x18\x02 \x01(\tR\bregistry\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x126\n" +
+	"\n" +
+	"error_line\x18\x04 \x01(\v2\x17.nodediag.v1.SourceLineR\terrorLine\x12;\n" +
+	"\tendpoints\x18\x05 \x03(\v2\x1d.nodediag.v1.RegistryEndpointR\tendpoints\"\xf5\x01\n" +
+	"\x10RegistryEndpoint\x12\x1a\n" +
+	"\bregistry\x18\x01 \x01(\tR\bregistry\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12+\n" +
+	"\x04line\x18\x03 \x01(\v2\x17.nodediag.v1.SourceLineR\x04line\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\"\n" +
+	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12\x1f\n" +
+	"\vskip_verify\x18\x06 \x01(\bR\n" +
+	"skipVerify\x12\x0e\n" +
+	"\x02ca\x18\a \x03(\tR\x02ca\x12\x1d\n" +
+	"\n" +
+	"plain_http\x18\b \x01(\bR\tplainHttp\"\x9b\x03\n" +
+	"\aRuntime\x12\x16\n" +
+	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x1f\n" +
+	"\vsocket_from\x18\x02 \x01(\tR\n" +
+	"socketFrom\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12!\n" +
+	"\fruntime_name\x18\x05 \x01(\tR\vruntimeName\x12'\n" +
+	"\x0fruntime_version\x18\x06 \x01(\tR\x0eruntimeVersion\x12.\n" +
+	"\x13runtime_api_version\x18\a \x01(\tR\x11runtimeApiVersion\x12=\n" +
+	"\n" +
+	"conditions\x18\b \x03(\v2\x1d.nodediag.v1.RuntimeConditionR\n" +
+	"conditions\x121\n" +
+	"\x06images\x18\t \x03(\v2\x19.nodediag.v1.RuntimeImageR\x06images\x12=\n" +
+	"\n" +
+	"containers\x18\n" +
+	" \x03(\v2\x1d.nodediag.v1.RuntimeContainerR\n" +
+	"containers\"p\n" +
+	"\x10RuntimeCondition\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\bR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"`\n" +
+	"\fRuntimeImage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\x12\x18\n" +
+	"\adigests\x18\x03 \x03(\tR\adigests\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\"\x83\x03\n" +
+	"\x10RuntimeContainer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
+	"\rpod_namespace\x18\x03 \x01(\tR\fpodNamespace\x12\x19\n" +
+	"\bpod_name\x18\x04 \x01(\tR\apodName\x12\x14\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\x12\x18\n" +
+	"\aattempt\x18\a \x01(\rR\aattempt\x12\x1b\n" +
+	"\texit_code\x18\b \x01(\x05R\bexitCode\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\n" +
+	" \x01(\tR\amessage\x129\n" +
+	"\n" +
+	"started_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\"Z\n" +
+	"\n" +
+	"Registries\x12\x18\n" +
+	"\aoffline\x18\x01 \x01(\bR\aoffline\x122\n" +
+	"\x06checks\x18\x02 \x03(\v2\x1a.nodediag.v1.RegistryCheckR\x06checks\"\x9d\x02\n" +
+	"\rRegistryCheck\x12\x1a\n" +
+	"\bregistry\x18\x01 \x01(\tR\bregistry\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12+\n" +
+	"\x04line\x18\x03 \x01(\v2\x17.nodediag.v1.SourceLineR\x04line\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\x12\x1f\n" +
+	"\vfailed_step\x18\x05 \x01(\tR\n" +
+	"failedStep\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1c\n" +
+	"\taddresses\x18\a \x03(\tR\taddresses\x12\x1f\n" +
+	"\vhttp_status\x18\b \x01(\x05R\n" +
+	"httpStatus\x12\x1f\n" +
+	"\vduration_ms\x18\t \x01(\x05R\n" +
+	"durationMs\"A\n" +
 	"\x04Pods\x129\n" +
 	"\n" +
 	"containers\x18\x01 \x03(\v2\x19.nodediag.v1.PodContainerR\n" +
@@ -4614,7 +5756,7 @@ func file_nodediag_v1_nodediag_proto_rawDescGZIP() []byte {
 	return file_nodediag_v1_nodediag_proto_rawDescData
 }
 
-var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*Report)(nil),                // 0: nodediag.v1.Report
 	(*AgentInfo)(nil),             // 1: nodediag.v1.AgentInfo
@@ -4656,107 +5798,137 @@ var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*JournalBoot)(nil),           // 37: nodediag.v1.JournalBoot
 	(*Units)(nil),                 // 38: nodediag.v1.Units
 	(*UnitState)(nil),             // 39: nodediag.v1.UnitState
-	(*Pods)(nil),                  // 40: nodediag.v1.Pods
-	(*PodContainer)(nil),          // 41: nodediag.v1.PodContainer
-	(*AgentMessage)(nil),          // 42: nodediag.v1.AgentMessage
-	(*Hello)(nil),                 // 43: nodediag.v1.Hello
-	(*CollectorMessage)(nil),      // 44: nodediag.v1.CollectorMessage
-	(*CheckRequest)(nil),          // 45: nodediag.v1.CheckRequest
-	nil,                           // 46: nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*Containerd)(nil),            // 40: nodediag.v1.Containerd
+	(*HostsFile)(nil),             // 41: nodediag.v1.HostsFile
+	(*RegistryEndpoint)(nil),      // 42: nodediag.v1.RegistryEndpoint
+	(*Runtime)(nil),               // 43: nodediag.v1.Runtime
+	(*RuntimeCondition)(nil),      // 44: nodediag.v1.RuntimeCondition
+	(*RuntimeImage)(nil),          // 45: nodediag.v1.RuntimeImage
+	(*RuntimeContainer)(nil),      // 46: nodediag.v1.RuntimeContainer
+	(*Registries)(nil),            // 47: nodediag.v1.Registries
+	(*RegistryCheck)(nil),         // 48: nodediag.v1.RegistryCheck
+	(*Pods)(nil),                  // 49: nodediag.v1.Pods
+	(*PodContainer)(nil),          // 50: nodediag.v1.PodContainer
+	(*AgentMessage)(nil),          // 51: nodediag.v1.AgentMessage
+	(*Hello)(nil),                 // 52: nodediag.v1.Hello
+	(*CollectorMessage)(nil),      // 53: nodediag.v1.CollectorMessage
+	(*CheckRequest)(nil),          // 54: nodediag.v1.CheckRequest
+	nil,                           // 55: nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
 }
 var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
-	1,  // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
-	2,  // 1: nodediag.v1.Report.host:type_name -> nodediag.v1.HostInfo
-	3,  // 2: nodediag.v1.Report.window:type_name -> nodediag.v1.Window
-	4,  // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
-	5,  // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
-	7,  // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
-	47, // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
-	47, // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
-	47, // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
-	6,  // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
-	47, // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
-	2,  // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
-	47, // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
-	8,  // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
-	9,  // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
-	11, // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
-	15, // 16: nodediag.v1.ProbeEvidence.binaries:type_name -> nodediag.v1.Binaries
-	17, // 17: nodediag.v1.ProbeEvidence.kubeadm:type_name -> nodediag.v1.Kubeadm
-	21, // 18: nodediag.v1.ProbeEvidence.cloud_init:type_name -> nodediag.v1.CloudInit
-	23, // 19: nodediag.v1.ProbeEvidence.logs:type_name -> nodediag.v1.Logs
-	26, // 20: nodediag.v1.ProbeEvidence.filesystems:type_name -> nodediag.v1.Filesystems
-	28, // 21: nodediag.v1.ProbeEvidence.swap:type_name -> nodediag.v1.Swap
-	30, // 22: nodediag.v1.ProbeEvidence.certificates:type_name -> nodediag.v1.Certificates
-	32, // 23: nodediag.v1.ProbeEvidence.cni:type_name -> nodediag.v1.CNI
-	34, // 24: nodediag.v1.ProbeEvidence.os:type_name -> nodediag.v1.OSInfo
-	35, // 25: nodediag.v1.ProbeEvidence.journal:type_name -> nodediag.v1.Journal
-	38, // 26: nodediag.v1.ProbeEvidence.units:type_name -> nodediag.v1.Units
-	40, // 27: nodediag.v1.ProbeEvidence.pods:type_name -> nodediag.v1.Pods
-	10, // 28: nodediag.v1.KubeletConfig.exec_start:type_name -> nodediag.v1.SourceLine
-	12, // 29: nodediag.v1.KubeletConfig.env_files:type_name -> nodediag.v1.EnvFile
-	13, // 30: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
-	14, // 31: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
-	10, // 32: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
-	46, // 33: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	10, // 34: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
-	10, // 35: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
-	10, // 36: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
-	16, // 37: nodediag.v1.Binaries.binaries:type_name -> nodediag.v1.Binary
-	18, // 38: nodediag.v1.Kubeadm.static_pods:type_name -> nodediag.v1.StaticPod
-	19, // 39: nodediag.v1.Kubeadm.config_files:type_name -> nodediag.v1.KubeadmConfigFile
-	20, // 40: nodediag.v1.Kubeadm.kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
-	20, // 41: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
-	10, // 42: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
-	10, // 43: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
-	10, // 44: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
-	10, // 45: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
-	22, // 46: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	47, // 47: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	47, // 48: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	47, // 49: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	47, // 50: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
-	24, // 51: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
-	25, // 52: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	47, // 53: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	47, // 54: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	47, // 55: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	27, // 56: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
-	29, // 57: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
-	10, // 58: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
-	31, // 59: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	47, // 60: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	47, // 61: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	33, // 62: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	47, // 63: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
-	36, // 64: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
-	37, // 65: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
-	24, // 66: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
-	39, // 67: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	47, // 68: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	47, // 69: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	47, // 70: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	47, // 71: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
-	39, // 72: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	47, // 73: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	47, // 74: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
-	6,  // 75: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
-	41, // 76: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
-	24, // 77: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	47, // 78: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	24, // 79: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
-	43, // 80: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,  // 81: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	1,  // 82: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	45, // 83: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	42, // 84: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	44, // 85: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	85, // [85:86] is the sub-list for method output_type
-	84, // [84:85] is the sub-list for method input_type
-	84, // [84:84] is the sub-list for extension type_name
-	84, // [84:84] is the sub-list for extension extendee
-	0,  // [0:84] is the sub-list for field type_name
+	1,   // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
+	2,   // 1: nodediag.v1.Report.host:type_name -> nodediag.v1.HostInfo
+	3,   // 2: nodediag.v1.Report.window:type_name -> nodediag.v1.Window
+	4,   // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
+	5,   // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
+	7,   // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
+	56,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
+	56,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
+	56,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
+	6,   // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
+	56,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
+	2,   // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
+	56,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
+	8,   // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
+	9,   // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
+	11,  // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
+	15,  // 16: nodediag.v1.ProbeEvidence.binaries:type_name -> nodediag.v1.Binaries
+	17,  // 17: nodediag.v1.ProbeEvidence.kubeadm:type_name -> nodediag.v1.Kubeadm
+	21,  // 18: nodediag.v1.ProbeEvidence.cloud_init:type_name -> nodediag.v1.CloudInit
+	23,  // 19: nodediag.v1.ProbeEvidence.logs:type_name -> nodediag.v1.Logs
+	26,  // 20: nodediag.v1.ProbeEvidence.filesystems:type_name -> nodediag.v1.Filesystems
+	28,  // 21: nodediag.v1.ProbeEvidence.swap:type_name -> nodediag.v1.Swap
+	30,  // 22: nodediag.v1.ProbeEvidence.certificates:type_name -> nodediag.v1.Certificates
+	32,  // 23: nodediag.v1.ProbeEvidence.cni:type_name -> nodediag.v1.CNI
+	34,  // 24: nodediag.v1.ProbeEvidence.os:type_name -> nodediag.v1.OSInfo
+	35,  // 25: nodediag.v1.ProbeEvidence.journal:type_name -> nodediag.v1.Journal
+	38,  // 26: nodediag.v1.ProbeEvidence.units:type_name -> nodediag.v1.Units
+	49,  // 27: nodediag.v1.ProbeEvidence.pods:type_name -> nodediag.v1.Pods
+	40,  // 28: nodediag.v1.ProbeEvidence.containerd:type_name -> nodediag.v1.Containerd
+	43,  // 29: nodediag.v1.ProbeEvidence.runtime:type_name -> nodediag.v1.Runtime
+	47,  // 30: nodediag.v1.ProbeEvidence.registries:type_name -> nodediag.v1.Registries
+	10,  // 31: nodediag.v1.KubeletConfig.exec_start:type_name -> nodediag.v1.SourceLine
+	12,  // 32: nodediag.v1.KubeletConfig.env_files:type_name -> nodediag.v1.EnvFile
+	13,  // 33: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
+	14,  // 34: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
+	10,  // 35: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
+	55,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	10,  // 37: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
+	10,  // 38: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
+	10,  // 39: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
+	16,  // 40: nodediag.v1.Binaries.binaries:type_name -> nodediag.v1.Binary
+	18,  // 41: nodediag.v1.Kubeadm.static_pods:type_name -> nodediag.v1.StaticPod
+	19,  // 42: nodediag.v1.Kubeadm.config_files:type_name -> nodediag.v1.KubeadmConfigFile
+	20,  // 43: nodediag.v1.Kubeadm.kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
+	20,  // 44: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
+	10,  // 45: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
+	10,  // 46: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
+	10,  // 47: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
+	10,  // 48: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
+	22,  // 49: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
+	56,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	56,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	56,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	56,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	24,  // 54: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
+	25,  // 55: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
+	56,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	56,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	56,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	27,  // 59: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
+	29,  // 60: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
+	10,  // 61: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
+	31,  // 62: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
+	56,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	56,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	33,  // 65: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
+	56,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	36,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
+	37,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
+	24,  // 69: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
+	39,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
+	56,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	56,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	56,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	56,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	39,  // 75: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
+	56,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	56,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	6,   // 78: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
+	10,  // 79: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
+	10,  // 80: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
+	10,  // 81: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
+	10,  // 82: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
+	10,  // 83: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
+	10,  // 84: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
+	42,  // 85: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
+	41,  // 86: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
+	10,  // 87: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
+	42,  // 88: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
+	10,  // 89: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
+	44,  // 90: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
+	45,  // 91: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
+	46,  // 92: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
+	56,  // 93: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	56,  // 94: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	48,  // 95: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
+	10,  // 96: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
+	50,  // 97: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24,  // 98: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	56,  // 99: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	24,  // 100: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	52,  // 101: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,   // 102: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	1,   // 103: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	54,  // 104: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	51,  // 105: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	53,  // 106: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	106, // [106:107] is the sub-list for method output_type
+	105, // [105:106] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
@@ -4778,13 +5950,17 @@ func file_nodediag_v1_nodediag_proto_init() {
 		(*ProbeEvidence_Journal)(nil),
 		(*ProbeEvidence_Units)(nil),
 		(*ProbeEvidence_Pods)(nil),
+		(*ProbeEvidence_Containerd)(nil),
+		(*ProbeEvidence_Runtime)(nil),
+		(*ProbeEvidence_Registries)(nil),
 	}
 	file_nodediag_v1_nodediag_proto_msgTypes[14].OneofWrappers = []any{}
-	file_nodediag_v1_nodediag_proto_msgTypes[42].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[40].OneofWrappers = []any{}
+	file_nodediag_v1_nodediag_proto_msgTypes[51].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[44].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[53].OneofWrappers = []any{
 		(*CollectorMessage_Check)(nil),
 	}
 	type x struct{}
@@ -4793,7 +5969,7 @@ func file_nodediag_v1_nodediag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodediag_v1_nodediag_proto_rawDesc), len(file_nodediag_v1_nodediag_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
