@@ -80,6 +80,7 @@ type checkOptions struct {
 	root, output, since, now, expect, exec, nodeName, rulesDir string
 	timeout                                                    time.Duration
 	only, skip                                                 listFlag
+	offline                                                    bool
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -95,6 +96,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.now, "now", "", "judge as of this TIME (RFC3339) instead of the evidence's clock")
 	fs.StringVar(&o.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name)")
 	fs.StringVar(&o.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")
+	fs.BoolVar(&o.offline, "offline", false, "never touch the network: skip registry reachability")
 	fs.Var(&o.only, "probe", "run only these probes (repeatable, comma-separated)")
 	fs.Var(&o.skip, "skip", "skip these probes (repeatable, comma-separated)")
 	if err := fs.Parse(args); err != nil {
@@ -161,6 +163,9 @@ func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
 	h, err := host.New(o.root, runner)
 	if err != nil {
 		return nil, err
+	}
+	if o.offline {
+		h.Net = host.NoNetwork{}
 	}
 	if !rctx.Now.IsZero() {
 		// --now is the host's clock too: probes date yearless log lines

@@ -63,6 +63,9 @@ type Host struct {
 	MaxRead int64
 	// CmdTimeout bounds each command; DefaultCmdTimeout when zero.
 	CmdTimeout time.Duration
+	// Net reaches the network from the node; nil is LocalNetwork{}.
+	// NoNetwork{} keeps the agent off it (--offline).
+	Net Network
 }
 
 // New returns a Host for root. A nil runner runs nothing (NoExec).

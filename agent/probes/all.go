@@ -22,5 +22,8 @@ func All() []probe.Probe {
 		swap{},
 		certificates{},
 		cni{},
+		containerdConfig{},
+		runtimeProbe{},
+		registriesProbe{},
 	}
 }

@@ -117,6 +117,16 @@ var (
 		RefutedBy:   "a successful pull from that registry",
 		Explains:    append([]string{"ImagePullFailed", "ImageNotFound", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
 	})
+	// RegistryMirrorUnreachable is an endpoint that fails while a later one
+	// of the same registry answers: pulls still work, each after waiting for
+	// the dead endpoint first (a dropped connection costs containerd up to
+	// 30 s per request, a refused one nothing).
+	RegistryMirrorUnreachable = register(Problem{
+		ID: "RegistryMirrorUnreachable", Category: CatRegUnreachable, Severity: Warning,
+		Title:       "registry endpoint {endpoint} ({role}) fails at {step}; pulls fall back to {fallback}",
+		Remediation: "Fix {endpoint} or remove it from {file}: containerd tries it before {fallback} on every pull and waits for it to fail first.",
+		RefutedBy:   "{endpoint} answering GET /v2/ from the node",
+	})
 	ImageNotFound = register(Problem{
 		ID: "ImageNotFound", Category: CatImagePullFailed, Severity: Error,
 		Title:       "image {image} does not exist in its registry",
@@ -137,6 +147,19 @@ var (
 		Remediation: "Read the pull error quoted here: check the image reference, the registry's reachability and the containerd registry configuration (/etc/containerd/config.toml, /etc/containerd/certs.d).",
 		RefutedBy:   "the image present on the node",
 		Explains:    append([]string{"KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	// ContainerdConfigInvalid is the cause of a containerd that does not
+	// start: containerd exits at load ("containerd: failed to load TOML:
+	// ..." in its journal, which the RuntimeNotRunning signature matches)
+	// when config.toml or one of its imports does not parse, does not exist
+	// or is not a file. It names the file and the line, which the journal
+	// line does not always do.
+	ContainerdConfigInvalid = register(Problem{
+		ID: "ContainerdConfigInvalid", Category: CatRuntimeNotRunning, Severity: Error,
+		Title:       "containerd cannot load its configuration {file}: {error}",
+		Remediation: "Fix {file}: containerd refuses to start until every file of its configuration (/etc/containerd/config.toml and the files its imports name) loads; check it with `containerd config dump`. A bootstrap step that edits config.toml with sed or appends TOML (preKubeadmCommands, the image build) is the usual source: fix that step so that new Machines get a valid file, then restart containerd.",
+		RefutedBy:   "containerd running with that configuration (`containerd config dump` succeeding)",
+		Explains:    append([]string{"RuntimeNotRunning", "RuntimeCRIDisabled", "KubeadmPreflightFailed", "ImagePullFailed"}, kubeletSymptoms...),
 	})
 	RuntimeCRIDisabled = register(Problem{
 		ID: "RuntimeCRIDisabled", Category: CatRuntimeNotRunning, Severity: Error,

@@ -303,8 +303,8 @@ func TestKubeletCrashLoopRanks(t *testing.T) {
 }
 
 // Through the engine: containerd's failed unit raises RuntimeNotRunning once,
-// and containerd's own line about why (a log signature of the same problem)
-// joins it as evidence.
+// and containerd's own line about why is the cause that explains it: its
+// configuration does not load.
 func TestUnitFindingTakesTheLogLine(t *testing.T) {
 	e, err := NewEngine()
 	if err != nil {
@@ -323,17 +323,24 @@ func TestUnitFindingTakesTheLogLine(t *testing.T) {
 	res := e.Analyze(ev, Context{})
 	var got []utGot
 	for _, g := range utSummary(res.Findings) {
-		if g.ID == "RuntimeNotRunning" {
+		if g.ID == "RuntimeNotRunning" || g.ID == "ContainerdConfigInvalid" {
 			got = append(got, g)
 		}
 	}
-	want := []utGot{{ID: "RuntimeNotRunning", Confidence: High,
-		Title: "the container runtime is not running: containerd.service is failed (Result=exit-code, status 1)",
-		Quotes: []string{
-			"dbus:containerd.service: ActiveState=failed SubState=failed Result=exit-code",
-			"journal:containerd.service: " + line,
-		}}}
+	want := []utGot{
+		{ID: "ContainerdConfigInvalid", Confidence: High,
+			Title:  "containerd cannot load its configuration /etc/containerd/config.toml: (3, 2): unexpected token unclosed table key, was expecting a table key",
+			Quotes: []string{"journal:containerd.service: " + line}},
+		{ID: "RuntimeNotRunning", Confidence: High,
+			Title:  "the container runtime is not running: containerd.service is failed (Result=exit-code, status 1)",
+			Quotes: []string{"dbus:containerd.service: ActiveState=failed SubState=failed Result=exit-code"}},
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("RuntimeNotRunning findings (-want +got):\n%s", diff)
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	for _, f := range res.Findings {
+		if f.Id == "RuntimeNotRunning" && !f.Consequence {
+			t.Error("RuntimeNotRunning is not marked a consequence of the configuration that does not load")
+		}
 	}
 }

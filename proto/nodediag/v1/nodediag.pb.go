@@ -3873,10 +3873,19 @@ type Containerd struct {
 	// The hosts.toml files under registry_config_path, by registry.
 	HostsFiles []*HostsFile `protobuf:"bytes,18,rep,name=hosts_files,json=hostsFiles,proto3" json:"hosts_files,omitempty"`
 	// The CRI plugin's CNI directories (defaults /etc/cni/net.d, /opt/cni/bin).
-	CniConfDir    string `protobuf:"bytes,19,opt,name=cni_conf_dir,json=cniConfDir,proto3" json:"cni_conf_dir,omitempty"`
-	CniBinDir     string `protobuf:"bytes,20,opt,name=cni_bin_dir,json=cniBinDir,proto3" json:"cni_bin_dir,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CniConfDir string `protobuf:"bytes,19,opt,name=cni_conf_dir,json=cniConfDir,proto3" json:"cni_conf_dir,omitempty"`
+	CniBinDir  string `protobuf:"bytes,20,opt,name=cni_bin_dir,json=cniBinDir,proto3" json:"cni_bin_dir,omitempty"`
+	// The first registry.mirrors."<registry>" entry of the deprecated form,
+	// even one without endpoints: with config_path also set, the CRI plugin
+	// does not load ("`mirrors` cannot be set when `config_path` is provided").
+	LegacyMirrorsLine *SourceLine `protobuf:"bytes,21,opt,name=legacy_mirrors_line,json=legacyMirrorsLine,proto3" json:"legacy_mirrors_line,omitempty"`
+	// The first registry.configs."<host>".tls table of the deprecated form:
+	// with config_path also set, containerd 1.x does not load the CRI plugin
+	// ("`configs.tls` cannot be set when `config_path` is provided"); 2.x
+	// only warns.
+	LegacyConfigsTlsLine *SourceLine `protobuf:"bytes,22,opt,name=legacy_configs_tls_line,json=legacyConfigsTlsLine,proto3" json:"legacy_configs_tls_line,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Containerd) Reset() {
@@ -4049,6 +4058,20 @@ func (x *Containerd) GetCniBinDir() string {
 	return ""
 }
 
+func (x *Containerd) GetLegacyMirrorsLine() *SourceLine {
+	if x != nil {
+		return x.LegacyMirrorsLine
+	}
+	return nil
+}
+
+func (x *Containerd) GetLegacyConfigsTlsLine() *SourceLine {
+	if x != nil {
+		return x.LegacyConfigsTlsLine
+	}
+	return nil
+}
+
 // HostsFile is one <config_path>/<registry>/hosts.toml.
 type HostsFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4056,9 +4079,13 @@ type HostsFile struct {
 	// The registry it configures: its directory name ("registry.k8s.io",
 	// "127.0.0.1:5000", "_default").
 	Registry string `protobuf:"bytes,2,opt,name=registry,proto3" json:"registry,omitempty"`
-	// Why containerd would not use the file: unparsable TOML, not a regular
-	// file, unreadable. containerd logs the error and pulls from the upstream
-	// registry instead.
+	// Why containerd would not use the file. Unparsable TOML, a value
+	// containerd rejects (a host that is not a URL, an unknown capability), or
+	// (containerd 1.x before 1.7.32) no [host] table ("invalid `host` tree"):
+	// containerd logs "failed to decode hosts.toml" and pulls from the
+	// upstream registry instead. Not a regular file (a directory): every pull
+	// of that registry fails with the read error ("read .../hosts.toml: is a
+	// directory", verified with containerd 1.6.20).
 	Error     string      `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	ErrorLine *SourceLine `protobuf:"bytes,4,opt,name=error_line,json=errorLine,proto3" json:"error_line,omitempty"`
 	// The endpoints: the [host."..."] tables in file order, then server.
@@ -4712,8 +4739,12 @@ type RegistryCheck struct {
 	// The addresses the name resolved to.
 	Addresses []string `protobuf:"bytes,7,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// The status of GET /v2/ (200, or 401 from a registry that wants a token).
-	HttpStatus    int32 `protobuf:"varint,8,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
-	DurationMs    int32 `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	HttpStatus int32 `protobuf:"varint,8,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	DurationMs int32 `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// The endpoint's RegistryEndpoint.kind: "mirrors", "host" or "server".
+	// Rules need it: containerd tries a registry's hosts in order and falls
+	// back to the upstream registry unless a server replaces it.
+	Kind          string `protobuf:"bytes,10,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4809,6 +4840,13 @@ func (x *RegistryCheck) GetDurationMs() int32 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *RegistryCheck) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // Pods is what the kubelet keeps of containers' logs under /var/log/pods:
@@ -5604,7 +5642,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x0einactive_enter\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\rinactiveEnter\x12\x16\n" +
 	"\x06source\x18\v \x01(\tR\x06source\x12.\n" +
-	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"\x87\b\n" +
+	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"\xa0\t\n" +
 	"\n" +
 	"Containerd\x12\x1f\n" +
 	"\vconfig_file\x18\x01 \x01(\tR\n" +
@@ -5631,7 +5669,9 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"hostsFiles\x12 \n" +
 	"\fcni_conf_dir\x18\x13 \x01(\tR\n" +
 	"cniConfDir\x12\x1e\n" +
-	"\vcni_bin_dir\x18\x14 \x01(\tR\tcniBinDirB\x11\n" +
+	"\vcni_bin_dir\x18\x14 \x01(\tR\tcniBinDir\x12G\n" +
+	"\x13legacy_mirrors_line\x18\x15 \x01(\v2\x17.nodediag.v1.SourceLineR\x11legacyMirrorsLine\x12N\n" +
+	"\x17legacy_configs_tls_line\x18\x16 \x01(\v2\x17.nodediag.v1.SourceLineR\x14legacyConfigsTlsLineB\x11\n" +
 	"\x0f_systemd_cgroup\"\xc6\x01\n" +
 	"\tHostsFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
@@ -5697,7 +5737,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\n" +
 	"Registries\x12\x18\n" +
 	"\aoffline\x18\x01 \x01(\bR\aoffline\x122\n" +
-	"\x06checks\x18\x02 \x03(\v2\x1a.nodediag.v1.RegistryCheckR\x06checks\"\x9d\x02\n" +
+	"\x06checks\x18\x02 \x03(\v2\x1a.nodediag.v1.RegistryCheckR\x06checks\"\xb1\x02\n" +
 	"\rRegistryCheck\x12\x1a\n" +
 	"\bregistry\x18\x01 \x01(\tR\bregistry\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12+\n" +
@@ -5710,7 +5750,9 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\vhttp_status\x18\b \x01(\x05R\n" +
 	"httpStatus\x12\x1f\n" +
 	"\vduration_ms\x18\t \x01(\x05R\n" +
-	"durationMs\"A\n" +
+	"durationMs\x12\x12\n" +
+	"\x04kind\x18\n" +
+	" \x01(\tR\x04kind\"A\n" +
 	"\x04Pods\x129\n" +
 	"\n" +
 	"containers\x18\x01 \x03(\v2\x19.nodediag.v1.PodContainerR\n" +
@@ -5904,31 +5946,33 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	10,  // 84: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
 	42,  // 85: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
 	41,  // 86: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
-	10,  // 87: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
-	42,  // 88: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
-	10,  // 89: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
-	44,  // 90: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
-	45,  // 91: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
-	46,  // 92: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	56,  // 93: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	56,  // 94: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
-	48,  // 95: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
-	10,  // 96: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
-	50,  // 97: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
-	24,  // 98: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	56,  // 99: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	24,  // 100: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
-	52,  // 101: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,   // 102: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	1,   // 103: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	54,  // 104: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	51,  // 105: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	53,  // 106: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	106, // [106:107] is the sub-list for method output_type
-	105, // [105:106] is the sub-list for method input_type
-	105, // [105:105] is the sub-list for extension type_name
-	105, // [105:105] is the sub-list for extension extendee
-	0,   // [0:105] is the sub-list for field type_name
+	10,  // 87: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
+	10,  // 88: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
+	10,  // 89: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
+	42,  // 90: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
+	10,  // 91: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
+	44,  // 92: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
+	45,  // 93: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
+	46,  // 94: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
+	56,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	56,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	48,  // 97: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
+	10,  // 98: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
+	50,  // 99: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24,  // 100: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	56,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	24,  // 102: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	52,  // 103: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,   // 104: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	1,   // 105: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	54,  // 106: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	51,  // 107: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	53,  // 108: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	108, // [108:109] is the sub-list for method output_type
+	107, // [107:108] is the sub-list for method input_type
+	107, // [107:107] is the sub-list for extension type_name
+	107, // [107:107] is the sub-list for extension extendee
+	0,   // [0:107] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
