@@ -32,14 +32,19 @@ func Read(h *host.Host) (cfg *nodediagv1.Containerd, unreadable []*nodediagv1.Un
 	return cfg, r.unreadable
 }
 
-// Endpoints lists every registry endpoint of cfg: all legacy mirrors, then
-// each hosts file's endpoints in order (hosts, then server).
+// Endpoints lists the registry endpoints containerd pulls from: with
+// config_path set, each hosts file's endpoints in order (hosts, then
+// server); without it, the legacy mirrors. containerd never uses both: with
+// config_path set, mirrors stop the CRI plugin from loading (a problem of
+// its own, not of the mirrors' reachability).
 func Endpoints(cfg *nodediagv1.Containerd) []*nodediagv1.RegistryEndpoint {
 	if cfg == nil {
 		return nil
 	}
+	if cfg.GetRegistryConfigPath() == "" {
+		return cfg.GetLegacyMirrors()
+	}
 	var out []*nodediagv1.RegistryEndpoint
-	out = append(out, cfg.GetLegacyMirrors()...)
 	for _, hf := range cfg.GetHostsFiles() {
 		out = append(out, hf.GetEndpoints()...)
 	}
