@@ -117,6 +117,7 @@ type e2eReport struct {
 	} `json:"findings"`
 	Probes []struct {
 		Name, Status, Error string
+		DurationMs int `json:"duration_ms"`
 	} `json:"probes"`
 }
 
@@ -166,7 +167,7 @@ func (r e2eReport) String() string {
 		}
 	}
 	for _, p := range r.Probes {
-		fmt.Fprintf(&b, "probe %s %s %s\n", p.Name, p.Status, p.Error)
+		fmt.Fprintf(&b, "probe %s %s %d ms %s\n", p.Name, p.Status, p.DurationMs, p.Error)
 	}
 	return b.String()
 }
