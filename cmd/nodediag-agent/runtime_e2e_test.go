@@ -117,7 +117,7 @@ type e2eReport struct {
 	} `json:"findings"`
 	Probes []struct {
 		Name, Status, Error string
-		DurationMs int `json:"duration_ms"`
+		DurationMs          int `json:"duration_ms"`
 	} `json:"probes"`
 }
 
