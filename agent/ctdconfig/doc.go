@@ -3,6 +3,7 @@ package ctdconfig
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -230,13 +231,60 @@ func (d *doc) line(key ...string) *nodediagv1.SourceLine {
 }
 
 // sourceLine quotes line n of the file. The text is the line as written,
-// with any secret on it (a URL's user info, a password) redacted: evidence
-// never carries a credential.
+// with any secret on it (a URL's user info, a password) redacted, and the
+// value not shown at all on a line that can hold a credential
+// (quotableLine): evidence never carries one, whatever its shape.
 func (d *doc) sourceLine(n int) *nodediagv1.SourceLine {
 	if n < 1 || n > len(d.lines) {
 		return nil
 	}
-	return &nodediagv1.SourceLine{Path: d.path, Line: int32(n), Text: redact.String(d.lines[n-1])}
+	return &nodediagv1.SourceLine{Path: d.path, Line: int32(n), Text: redact.String(quotableLine(d.lines, n))}
+}
+
+// valueNotShown replaces the value of a line that can hold a credential.
+const valueNotShown = "[value not shown]"
+
+var (
+	// credentialSection matches the table headers whose keys are
+	// credentials: hosts.toml's [host."...".header] and the legacy
+	// registry.configs."<host>".auth of config.toml.
+	credentialSection = regexp.MustCompile(`(?i)\.\s*"?(?:header|auth)"?\s*\]`)
+	// credentialKey matches keys that name a credential, wherever they are
+	// (a header written inline, an auth table written with dotted keys).
+	credentialKey = regexp.MustCompile(`(?i)pass|token|secret|auth|identity|header|api[-_]?key|credential|cookie`)
+)
+
+// quotableLine is line n (1-based) of lines as it may be quoted. Its value
+// is replaced by valueNotShown when the line is in a credential table or
+// its key names a credential: the value of a header (a registry's API key,
+// "Authorization: Basic ...") has no shape a redactor could recognise. A
+// line is judged by its own text and the nearest table header above it, so
+// that a line the TOML parser stopped at (an unterminated string) is judged
+// too.
+func quotableLine(lines []string, n int) string {
+	line := lines[n-1]
+	t := strings.TrimSpace(line)
+	if strings.HasPrefix(t, "[") {
+		return line // a table header: keys only
+	}
+	section := ""
+	for i := n - 2; i >= 0; i-- {
+		if h := strings.TrimSpace(lines[i]); strings.HasPrefix(h, "[") {
+			section = h
+			break
+		}
+	}
+	key, _, hasValue := strings.Cut(line, "=")
+	switch {
+	case credentialSection.MatchString(section):
+	case hasValue && credentialKey.MatchString(key):
+	default:
+		return line
+	}
+	if !hasValue {
+		return valueNotShown
+	}
+	return strings.TrimRight(key, " \t") + " = " + valueNotShown
 }
 
 // keysInOrder returns the keys of the table at key in the order the file

@@ -1,8 +1,11 @@
 package ctdconfig
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/nodediag/nodediag/agent/host/hosttest"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -37,5 +40,21 @@ func TestEndpoints(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A certs.d of more registries than MaxHostsFiles is read up to the bound,
+// and the rest is reported as not read.
+func TestHostsFilesBounded(t *testing.T) {
+	files := map[string]string{"etc/containerd/config.toml": "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n"}
+	for i := 0; i < MaxHostsFiles+10; i++ {
+		files[fmt.Sprintf("etc/containerd/certs.d/r%03d.example/hosts.toml", i)] = "[host.\"https://m.example\"]\n"
+	}
+	cfg, unreadable := Read(hosttest.Tree(t, files))
+	if got := len(cfg.GetHostsFiles()); got != MaxHostsFiles {
+		t.Errorf("read %d hosts files, want %d", got, MaxHostsFiles)
+	}
+	if len(unreadable) != 1 || !strings.Contains(unreadable[0].GetError(), "10 more entries not read") {
+		t.Errorf("unreadable = %v, want the 10 entries not read", unreadable)
 	}
 }

@@ -246,6 +246,10 @@ func (r *reader) isDir(p string) bool {
 // filepath.SplitList) and every registry directory in it. A directory
 // without hosts.toml is skipped: containerd then uses the TLS files it holds
 // (Docker's certs.d layout) and no endpoint of its own.
+// MaxHostsFiles bounds the hosts.toml files read: a node configures a
+// handful of registries; a directory of thousands is not read whole.
+const MaxHostsFiles = 256
+
 func (r *reader) hostsFiles(configPath string) []*nodediagv1.HostsFile {
 	var out []*nodediagv1.HostsFile
 	for _, dir := range strings.Split(configPath, ":") {
@@ -263,7 +267,11 @@ func (r *reader) hostsFiles(configPath string) []*nodediagv1.HostsFile {
 			}
 			continue
 		}
-		for _, e := range ents {
+		for i, e := range ents {
+			if len(out) == MaxHostsFiles {
+				r.cannotRead(dir, fmt.Errorf("%d more entries not read: at most %d hosts.toml files are read", len(ents)-i, MaxHostsFiles))
+				break
+			}
 			regDir := path.Join(dir, e.Name())
 			if !r.isDir(regDir) {
 				continue
@@ -291,4 +299,23 @@ func (r *reader) hostsFile(name, registry string) *nodediagv1.HostsFile {
 		return nil
 	}
 	return ParseHosts(name, registry, b)
+}
+
+// StripUserinfo drops "user:password@" from an endpoint: no password
+// goes into evidence or is ever sent (containerd sends only the host), and
+// the evidence holds the endpoint redacted ("robot:[REDACTED]@"), which
+// net/url would refuse.
+func StripUserinfo(s string) string {
+	rest, scheme := s, ""
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, rest = s[:i+3], s[i+3:]
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		return scheme + rest[i+1:]
+	}
+	return s
 }

@@ -188,7 +188,7 @@ func (t regTarget) key() string {
 //
 // plain_http, when set, makes the default scheme http.
 func regTargetOf(ep *nodediagv1.RegistryEndpoint) (t regTarget, dialled string, err error) {
-	raw := regStripUserinfo(ep.GetUrl())
+	raw := ctdconfig.StripUserinfo(ep.GetUrl())
 	dialled = raw
 	hosts := ep.GetKind() == regKindHost || ep.GetKind() == regKindServer
 	switch {
@@ -249,25 +249,6 @@ func regTargetOf(ep *nodediagv1.RegistryEndpoint) (t regTarget, dialled string, 
 		t.ca = append(t.ca, ca)
 	}
 	return t, dialled, nil
-}
-
-// regStripUserinfo drops "user:password@" from an endpoint: no password
-// goes into evidence or is ever sent (containerd sends only the host), and
-// the evidence holds the endpoint redacted ("robot:[REDACTED]@"), which
-// net/url would refuse.
-func regStripUserinfo(s string) string {
-	rest, scheme := s, ""
-	if i := strings.Index(s, "://"); i >= 0 {
-		scheme, rest = s[:i+3], s[i+3:]
-	}
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		return scheme + rest[i+1:]
-	}
-	return s
 }
 
 // regIsLocalhost is containerd's isLocalHost: "localhost" or a loopback
@@ -550,9 +531,19 @@ func (c *regChecker) get(ctx context.Context, conn net.Conn, t regTarget) (int32
 	case resp.StatusCode == http.StatusUnauthorized:
 		msg += " (no WWW-Authenticate or Docker-Distribution-API-Version header: not a registry)"
 	case resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "":
-		msg += fmt.Sprintf(" (redirect to %s, not followed)", loc)
+		msg += fmt.Sprintf(" (redirect to %s, not followed)", regRedirectTarget(loc))
 	}
 	return status, errors.New(msg)
+}
+
+// regRedirectTarget is where a redirect points, without its query, fragment
+// or user info: a presigned URL's signature must not reach the evidence.
+func regRedirectTarget(loc string) string {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return "an unparsable location"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 // regSameHostRedirect says whether resp redirects to the scheme and host

@@ -266,8 +266,12 @@ func TestRegistryChecks(t *testing.T) {
 		ep   *nodediagv1.RegistryEndpoint
 		// A check that passes has no step; errRE matches the whole error.
 		step, errRE string
-		status      int32
-		addresses   []string
+		// hangs: the endpoint never answers, so the check takes the step
+		// bound; the other cases get a bound they never come near, so that
+		// a loaded machine cannot fail them.
+		hangs     bool
+		status    int32
+		addresses []string
 		// bundle: the node's CA bundle holds the registry's CA.
 		bundle bool
 	}{
@@ -314,11 +318,11 @@ func TestRegistryChecks(t *testing.T) {
 			step: "tls", errRE: q("tls: first record does not look like a TLS handshake"), addresses: []string{"127.0.0.1"},
 		},
 		{
-			name: "listener that never answers: http", ep: mirror("http://" + hung),
+			name: "listener that never answers: http", ep: mirror("http://" + hung), hangs: true,
 			step: "http", errRE: q(`Get "http://`+hung+`/v2/": context deadline exceeded (no answer within `) + step.String() + `\)`, addresses: []string{"127.0.0.1"},
 		},
 		{
-			name: "listener that never answers: tls", ep: mirror("https://" + hung),
+			name: "listener that never answers: tls", ep: mirror("https://" + hung), hangs: true,
 			step: "tls", errRE: q(`TLS handshake: context deadline exceeded (no answer within `) + step.String() + `\)`, addresses: []string{"127.0.0.1"},
 		},
 		{
@@ -348,7 +352,11 @@ func TestRegistryChecks(t *testing.T) {
 			if tc.bundle {
 				node = hBundle
 			}
-			c := &regChecker{net: host.LocalNetwork{Resolver: resolver}, readFile: node.ReadFile, step: step}
+			bound := 30 * time.Second
+			if tc.hangs {
+				bound = step
+			}
+			c := &regChecker{net: host.LocalNetwork{Resolver: resolver}, readFile: node.ReadFile, step: bound}
 			got := c.checkAll(context.Background(), []*nodediagv1.RegistryEndpoint{tc.ep})[0]
 			t.Logf("%dms %s %q", got.DurationMs, got.FailedStep, got.Error)
 			if got.FailedStep != tc.step {
@@ -601,4 +609,19 @@ func FuzzRegTargetOf(f *testing.F) {
 			t.Errorf("target %v of %q", tgt.base, raw)
 		}
 	})
+}
+
+// A redirect's target is quoted without what can carry a credential.
+func TestRegRedirectTarget(t *testing.T) {
+	tests := map[string]string{
+		"https://blob.example/v2/x?X-Amz-Signature=abc123&X-Amz-Credential=AKIA": "https://blob.example/v2/x",
+		"https://user:pw@mirror.example/v2/#frag":                                "https://mirror.example/v2/",
+		"/v2/":        "/v2/",
+		"http://[::1": "an unparsable location",
+	}
+	for loc, want := range tests {
+		if got := regRedirectTarget(loc); got != want {
+			t.Errorf("regRedirectTarget(%q) = %q, want %q", loc, got, want)
+		}
+	}
 }

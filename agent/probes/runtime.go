@@ -99,7 +99,7 @@ func (runtimeProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvi
 	pe.Data = &nodediagv1.ProbeEvidence_Runtime{Runtime: rt}
 	rt.Socket, rt.SocketFrom = runtimeSocket(h, os.Getenv(runtimeAddressEnv))
 
-	path, state, err := runtimeDialPath(ctx, h, rt.Socket, callTimeout)
+	state, err := runtimeDial(ctx, h, rt.Socket, callTimeout)
 	if err != nil {
 		rt.State, rt.Error = state, err.Error()
 		return pe, nil
@@ -107,7 +107,7 @@ func (runtimeProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvi
 	conn, err := grpc.NewClient("passthrough:///runtime",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+			return h.DialUnix(ctx, rt.Socket)
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(runtimeMaxMsg)),
 	)
@@ -221,43 +221,40 @@ func runtimeSocket(h *host.Host, env string) (socket, from string) {
 	return ctdconfig.DefaultGRPCAddress, runtimeFromDefault
 }
 
-// runtimeDialPath resolves the socket inside the root and says, when it
-// cannot be dialled, in which state that leaves the runtime. A socket file
+// runtimeDial connects to the socket once and says, when it cannot be
+// dialled, in which state that leaves the runtime. A socket file
 // that refuses connections is "refused" (containerd stopped without
 // removing it, or was killed): told from the kernel's ECONNREFUSED on a
 // first plain connect, not from gRPC's text.
-func runtimeDialPath(ctx context.Context, h *host.Host, socket string, timeout time.Duration) (path, state string, err error) {
+func runtimeDial(ctx context.Context, h *host.Host, socket string, timeout time.Duration) (state string, err error) {
 	if !strings.HasPrefix(socket, "/") {
-		return "", runtimeError, fmt.Errorf("socket %q is not an absolute path", socket)
-	}
-	path, err = h.Path(socket)
-	if err != nil {
-		return "", runtimeError, err
+		return runtimeError, fmt.Errorf("socket %q is not an absolute path", socket)
 	}
 	fi, err := h.Stat(socket)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", runtimeAbsent, fmt.Errorf("no socket at %s", socket)
+		return runtimeAbsent, fmt.Errorf("no socket at %s", socket)
 	case err != nil:
-		return "", runtimeError, err
+		return runtimeError, err
 	case fi.Mode().Type() != fs.ModeSocket:
-		return "", runtimeError, fmt.Errorf("%s is not a socket but %s", socket, runtimeFileType(fi.Mode()))
+		return runtimeError, fmt.Errorf("%s is not a socket but %s", socket, runtimeFileType(fi.Mode()))
 	}
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "unix", path)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := h.DialUnix(dctx, socket)
 	switch {
 	case err == nil:
 		conn.Close()
-		return path, "", nil
+		return "", nil
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "", runtimeRefused, fmt.Errorf("dial unix %s: connection refused: nothing listens on the socket", socket)
+		return runtimeRefused, fmt.Errorf("dial unix %s: connection refused: nothing listens on the socket", socket)
 	case errors.Is(err, syscall.ENOENT):
-		return "", runtimeAbsent, fmt.Errorf("no socket at %s", socket)
+		return runtimeAbsent, fmt.Errorf("no socket at %s", socket)
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, syscall.EAGAIN):
 		// A listener whose backlog is full.
-		return "", runtimeTimeout, fmt.Errorf("dial unix %s: %w", socket, err)
+		return runtimeTimeout, fmt.Errorf("dial unix %s: %w", socket, err)
 	default:
-		return "", runtimeError, fmt.Errorf("dial unix %s: %w", socket, err)
+		return runtimeError, fmt.Errorf("dial unix %s: %w", socket, err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/nodediag/nodediag/agent/ctdconfig"
+
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -108,6 +110,12 @@ func containerdCRIDisabled(in *Input) []*nodediagv1.Finding {
 	if c == nil || c.GetParseError() != "" || invalidPluginURI(in) != "" {
 		return nil
 	}
+	if in.Runtime().GetState() == rtOK {
+		// The CRI answered: the file was changed after containerd
+		// started, and the title would be false. (It applies at the next
+		// restart.)
+		return nil
+	}
 	var quotes []*nodediagv1.Quote
 	for _, p := range c.GetDisabledPlugins() {
 		if contains(criDisablers(c.GetVersion()), p) {
@@ -165,6 +173,9 @@ const (
 // Both: a scheme other than http or https is refused by the HTTP client
 // ("unsupported protocol scheme").
 func judgeEndpoint(kind endpointKind, raw string) string {
+	// The evidence holds user info redacted ("robot:[REDACTED]@"), which
+	// net/url refuses and containerd, given the real one, accepts.
+	raw = ctdconfig.StripUserinfo(raw)
 	s := raw
 	switch kind {
 	case legacyMirror:
@@ -269,11 +280,11 @@ func hostsFileProblem(in *Input, c *nodediagv1.Containerd, hf *nodediagv1.HostsF
 		if c.GetVersion() >= 3 || !hostTreeRequired(containerdVersion(in)) {
 			return ""
 		}
-		return fmt.Sprintf("containerd 1.x ignores %s (no [host] table: \"invalid `host` tree\") and pulls %s from the upstream registry", hf.GetPath(), hf.GetRegistry())
+		return fmt.Sprintf("containerd 1.x ignores %s (no [host] table: \"invalid `host` tree\") and pulls %s from the upstream registry", hf.GetPath(), hostsRegistryName(hf))
 	case strings.Contains(e, errNotRegularFile):
 		return fmt.Sprintf("%s is not a file: every pull of %s fails (%s)", hf.GetPath(), hf.GetRegistry(), e)
 	default:
-		return fmt.Sprintf("containerd ignores %s (%s) and pulls %s from the upstream registry", hf.GetPath(), e, hf.GetRegistry())
+		return fmt.Sprintf("containerd ignores %s (%s) and pulls %s from the upstream registry", hf.GetPath(), e, hostsRegistryName(hf))
 	}
 }
 
@@ -419,4 +430,14 @@ func dedupeQuotes(qs []*nodediagv1.Quote) []*nodediagv1.Quote {
 		}
 	}
 	return out
+}
+
+// hostsRegistryName names the registries a hosts file serves: its directory,
+// or every registry without a directory of its own for _default (containerd
+// 1.7 and later).
+func hostsRegistryName(hf *nodediagv1.HostsFile) string {
+	if hf.GetRegistry() == "_default" {
+		return "every registry without hosts of its own"
+	}
+	return hf.GetRegistry()
 }

@@ -181,6 +181,14 @@ func TestContainerdRules(t *testing.T) {
 			}), runtime: &nodediagv1.Runtime{State: "ok", RuntimeName: "containerd", RuntimeVersion: "2.1.4"}},
 		},
 		{
+			name: "cri disabled in the file but the CRI answers: the file changed after the start, not judged",
+			ev: ctEvidence{containerd: ctConfig(func(c *nodediagv1.Containerd) {
+				c.Version = 1
+				c.DisabledPlugins = []string{"cri"}
+				c.DisabledPluginsLine = ctLine(ctCfg, 15, `disabled_plugins = ["cri"]`)
+			}), runtime: &nodediagv1.Runtime{State: "ok", RuntimeName: "containerd", RuntimeVersion: "1.7.24"}},
+		},
+		{
 			name: "version 3: disabling the images plugin stops the CRI",
 			ev: ctEvidence{containerd: ctConfig(func(c *nodediagv1.Containerd) {
 				c.Version = 3
@@ -363,6 +371,8 @@ func TestJudgeEndpoint(t *testing.T) {
 		{"no host name: https://:5000 (tls: either ServerName or InsecureSkipVerify)", legacyMirror, ":5000", "it has no host name"},
 		{"scheme twice", legacyMirror, "https://https://10.0.0.4:5000", `its scheme is written twice: containerd dials a host named "https"`},
 		{"not http", legacyMirror, "docker://10.0.0.4:5000", `its scheme "docker" is not http or https (unsupported protocol scheme)`},
+		{"mirror with user info, as the evidence holds it (redacted)", legacyMirror, "https://robot:[REDACTED]@mirror.example:5000", ""},
+		{"host with user info, redacted", hostsEntry, "https://robot:[REDACTED]@mirror.example:5000", ""},
 		{"broken IPv6", legacyMirror, "https://[::1", `containerd cannot parse it (parse "https://[::1": missing ']' in host) and fails every pull of the registry`},
 		// hosts.toml host and server (remotes/docker/config/hosts.go).
 		{"host with scheme", hostsEntry, "http://127.0.0.1:5000", ""},

@@ -165,12 +165,20 @@ func regUpstreamConfigured(checks []*nodediagv1.RegistryCheck, registry string) 
 	return false
 }
 
+// regDefaultHosts is the certs.d directory containerd (1.7 and later) uses
+// for every registry that has none of its own: not a registry.
+const regDefaultHosts = "_default"
+
 // regUpstreams are the hosts containerd falls back to for registries
 // (remotes/docker DefaultHost: docker.io is served by registry-1.docker.io).
 func regUpstreams(registries []string) []string {
 	var out []string
 	for _, r := range registries {
-		if r == "docker.io" {
+		switch r {
+		case regDefaultHosts:
+			out = append(out, "each registry's own host")
+			continue
+		case "docker.io":
 			r = "registry-1.docker.io"
 		}
 		out = append(out, "https://"+r)

@@ -301,3 +301,13 @@ func TestRegistryFindingTakesThePullError(t *testing.T) {
 		t.Errorf("two endpoints down: want two findings of the checks and the log line's own, got %+v", got)
 	}
 }
+
+// containerd's fallbacks: docker.io is served by registry-1.docker.io, and
+// certs.d/_default stands for every registry, not a host named _default.
+func TestRegUpstreams(t *testing.T) {
+	got := regUpstreams([]string{"docker.io", "registry.k8s.io", "_default"})
+	want := []string{"https://registry-1.docker.io", "https://registry.k8s.io", "each registry's own host"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("regUpstreams (-want +got):\n%s", diff)
+	}
+}

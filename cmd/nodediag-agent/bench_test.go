@@ -139,8 +139,10 @@ func BenchmarkManualScript(b *testing.B) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if benchBin != "" {
-		os.RemoveAll(filepath.Dir(benchBin))
+	for _, bin := range []string{benchBin, e2eBin} {
+		if bin != "" {
+			os.RemoveAll(filepath.Dir(bin))
+		}
 	}
 	os.Exit(code)
 }

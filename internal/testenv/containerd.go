@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -164,7 +165,14 @@ func StartContainerd(t testing.TB, opts ContainerdOptions) *Containerd {
 		// With CLONE_NEWNS in Unshareflags, Go also makes every mount of
 		// the new namespace private, so nothing propagates back.
 		Unshareflags: syscall.CLONE_NEWNS,
+		// If the test binary dies (a -timeout panic), the daemon's PID
+		// namespace, shims and containers included, dies with it.
+		Pdeathsig: syscall.SIGKILL,
 	}
+	// Pdeathsig fires when the thread that started the child exits: keep
+	// it from being one Go is about to retire.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting containerd in its own namespaces: %v", err)
 	}
