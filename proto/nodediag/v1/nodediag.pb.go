@@ -18,6 +18,7 @@ package nodediagv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -5038,6 +5039,7 @@ type AgentMessage struct {
 	//
 	//	*AgentMessage_Hello
 	//	*AgentMessage_Report
+	//	*AgentMessage_Upload
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5098,6 +5100,15 @@ func (x *AgentMessage) GetReport() *Report {
 	return nil
 }
 
+func (x *AgentMessage) GetUpload() *Upload {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Upload); ok {
+			return x.Upload
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -5107,17 +5118,36 @@ type AgentMessage_Hello struct {
 }
 
 type AgentMessage_Report struct {
+	// Report alone (no sequence number) is not acknowledged; agents send
+	// Upload.
 	Report *Report `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
+}
+
+type AgentMessage_Upload struct {
+	Upload *Upload `protobuf:"bytes,3,opt,name=upload,proto3,oneof"`
 }
 
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Report) isAgentMessage_Msg() {}
 
+func (*AgentMessage_Upload) isAgentMessage_Msg() {}
+
+// Hello identifies the agent's node. The node name is the identity reports
+// are filed under; machine and provider IDs tell two machines that reused a
+// name apart.
 type Hello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeName      string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	Agent         *AgentInfo             `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	Agent    *AgentInfo             `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// /etc/machine-id of the host.
+	MachineId string `protobuf:"bytes,3,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	// The node's cloud identity when the agent knows it (the kubelet's
+	// --provider-id, "azure:///subscriptions/.../virtualMachines/..."), else empty.
+	ProviderId string `protobuf:"bytes,4,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// When this agent process started: with Upload.seq, the identity of an
+	// upload across reconnects (a restarted agent starts its seq again).
+	AgentStart    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=agent_start,json=agentStart,proto3" json:"agent_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5166,11 +5196,98 @@ func (x *Hello) GetAgent() *AgentInfo {
 	return nil
 }
 
+func (x *Hello) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *Hello) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *Hello) GetAgentStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AgentStart
+	}
+	return nil
+}
+
+// Upload is a report with its sequence number, counted from 1 by each agent
+// process and acknowledged by the collector.
+type Upload struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Seq    uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Report *Report                `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	// Why the agent checked: "connect", "interval", "request" (then
+	// report.request_id is set), "change".
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Upload) Reset() {
+	*x = Upload{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Upload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Upload) ProtoMessage() {}
+
+func (x *Upload) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Upload.ProtoReflect.Descriptor instead.
+func (*Upload) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *Upload) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Upload) GetReport() *Report {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *Upload) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type CollectorMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
 	//
 	//	*CollectorMessage_Check
+	//	*CollectorMessage_Welcome
+	//	*CollectorMessage_Ack
 	Msg           isCollectorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5178,7 +5295,7 @@ type CollectorMessage struct {
 
 func (x *CollectorMessage) Reset() {
 	*x = CollectorMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5190,7 +5307,7 @@ func (x *CollectorMessage) String() string {
 func (*CollectorMessage) ProtoMessage() {}
 
 func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5203,7 +5320,7 @@ func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectorMessage.ProtoReflect.Descriptor instead.
 func (*CollectorMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{53}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CollectorMessage) GetMsg() isCollectorMessage_Msg {
@@ -5222,6 +5339,24 @@ func (x *CollectorMessage) GetCheck() *CheckRequest {
 	return nil
 }
 
+func (x *CollectorMessage) GetWelcome() *Welcome {
+	if x != nil {
+		if x, ok := x.Msg.(*CollectorMessage_Welcome); ok {
+			return x.Welcome
+		}
+	}
+	return nil
+}
+
+func (x *CollectorMessage) GetAck() *Ack {
+	if x != nil {
+		if x, ok := x.Msg.(*CollectorMessage_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
 type isCollectorMessage_Msg interface {
 	isCollectorMessage_Msg()
 }
@@ -5230,7 +5365,121 @@ type CollectorMessage_Check struct {
 	Check *CheckRequest `protobuf:"bytes,1,opt,name=check,proto3,oneof"`
 }
 
+type CollectorMessage_Welcome struct {
+	Welcome *Welcome `protobuf:"bytes,2,opt,name=welcome,proto3,oneof"`
+}
+
+type CollectorMessage_Ack struct {
+	Ack *Ack `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
+}
+
 func (*CollectorMessage_Check) isCollectorMessage_Msg() {}
+
+func (*CollectorMessage_Welcome) isCollectorMessage_Msg() {}
+
+func (*CollectorMessage_Ack) isCollectorMessage_Msg() {}
+
+// Welcome accepts an agent's Hello.
+type Welcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name the collector knows the agent by: the Hello's node name, or the
+	// client certificate's identity when the collector binds them.
+	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// The collector's suggestion for the agent's check interval; zero leaves
+	// the agent's own.
+	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Welcome) Reset() {
+	*x = Welcome{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Welcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Welcome) ProtoMessage() {}
+
+func (x *Welcome) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
+func (*Welcome) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *Welcome) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *Welcome) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+// Ack says that the upload with this seq is stored: the agent may forget it.
+type Ack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ack) Reset() {
+	*x = Ack{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ack) ProtoMessage() {}
+
+func (x *Ack) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ack.ProtoReflect.Descriptor instead.
+func (*Ack) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *Ack) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
 
 type CheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5242,7 +5491,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5254,7 +5503,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5267,7 +5516,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CheckRequest) GetRequestId() string {
@@ -5277,11 +5526,615 @@ func (x *CheckRequest) GetRequestId() string {
 	return ""
 }
 
+type SweepRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long to wait for answers; the collector's default when zero.
+	Timeout       *durationpb.Duration `protobuf:"bytes,1,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepRequest) Reset() {
+	*x = SweepRequest{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepRequest) ProtoMessage() {}
+
+func (x *SweepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
+func (*SweepRequest) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SweepRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+type SweepEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*SweepEvent_Started
+	//	*SweepEvent_Answer
+	//	*SweepEvent_Done
+	Event         isSweepEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepEvent) Reset() {
+	*x = SweepEvent{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepEvent) ProtoMessage() {}
+
+func (x *SweepEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepEvent.ProtoReflect.Descriptor instead.
+func (*SweepEvent) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *SweepEvent) GetEvent() isSweepEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SweepEvent) GetStarted() *SweepStarted {
+	if x != nil {
+		if x, ok := x.Event.(*SweepEvent_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *SweepEvent) GetAnswer() *NodeSummary {
+	if x != nil {
+		if x, ok := x.Event.(*SweepEvent_Answer); ok {
+			return x.Answer
+		}
+	}
+	return nil
+}
+
+func (x *SweepEvent) GetDone() *SweepDone {
+	if x != nil {
+		if x, ok := x.Event.(*SweepEvent_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isSweepEvent_Event interface {
+	isSweepEvent_Event()
+}
+
+type SweepEvent_Started struct {
+	Started *SweepStarted `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
+}
+
+type SweepEvent_Answer struct {
+	Answer *NodeSummary `protobuf:"bytes,2,opt,name=answer,proto3,oneof"`
+}
+
+type SweepEvent_Done struct {
+	Done *SweepDone `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
+}
+
+func (*SweepEvent_Started) isSweepEvent_Event() {}
+
+func (*SweepEvent_Answer) isSweepEvent_Event() {}
+
+func (*SweepEvent_Done) isSweepEvent_Event() {}
+
+type SweepStarted struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The agents asked: those connected when the sweep started.
+	Expected      int32                  `protobuf:"varint,2,opt,name=expected,proto3" json:"expected,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepStarted) Reset() {
+	*x = SweepStarted{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepStarted) ProtoMessage() {}
+
+func (x *SweepStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepStarted.ProtoReflect.Descriptor instead.
+func (*SweepStarted) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *SweepStarted) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SweepStarted) GetExpected() int32 {
+	if x != nil {
+		return x.Expected
+	}
+	return 0
+}
+
+func (x *SweepStarted) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+type SweepDone struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Expected int32                  `protobuf:"varint,1,opt,name=expected,proto3" json:"expected,omitempty"`
+	Answered int32                  `protobuf:"varint,2,opt,name=answered,proto3" json:"answered,omitempty"`
+	// The nodes asked that did not answer in time (still connected, or gone).
+	Missing       []string             `protobuf:"bytes,3,rep,name=missing,proto3" json:"missing,omitempty"`
+	Elapsed       *durationpb.Duration `protobuf:"bytes,4,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	TimedOut      bool                 `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepDone) Reset() {
+	*x = SweepDone{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepDone) ProtoMessage() {}
+
+func (x *SweepDone) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepDone.ProtoReflect.Descriptor instead.
+func (*SweepDone) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *SweepDone) GetExpected() int32 {
+	if x != nil {
+		return x.Expected
+	}
+	return 0
+}
+
+func (x *SweepDone) GetAnswered() int32 {
+	if x != nil {
+		return x.Answered
+	}
+	return 0
+}
+
+func (x *SweepDone) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *SweepDone) GetElapsed() *durationpb.Duration {
+	if x != nil {
+		return x.Elapsed
+	}
+	return nil
+}
+
+func (x *SweepDone) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
+}
+
+type ListNodesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []*NodeSummary         `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListNodesResponse) GetNodes() []*NodeSummary {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type GetNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeName      string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeRequest) Reset() {
+	*x = GetNodeRequest{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeRequest) ProtoMessage() {}
+
+func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeRequest) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetNodeRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+// NodeSummary is one line of the fleet table.
+type NodeSummary struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	NodeName   string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	MachineId  string                 `protobuf:"bytes,2,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	ProviderId string                 `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	Agent      *AgentInfo             `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Whether the agent's stream is open now.
+	Connected bool `protobuf:"varint,5,opt,name=connected,proto3" json:"connected,omitempty"`
+	// When the collector last heard from the agent, and when the latest
+	// stored report was received.
+	LastSeen   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	ReportedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	// The top finding of the latest report (its first), if any.
+	TopId       string `protobuf:"bytes,8,opt,name=top_id,json=topId,proto3" json:"top_id,omitempty"`
+	TopTitle    string `protobuf:"bytes,9,opt,name=top_title,json=topTitle,proto3" json:"top_title,omitempty"`
+	TopSeverity string `protobuf:"bytes,10,opt,name=top_severity,json=topSeverity,proto3" json:"top_severity,omitempty"`
+	Errors      int32  `protobuf:"varint,11,opt,name=errors,proto3" json:"errors,omitempty"`
+	Warnings    int32  `protobuf:"varint,12,opt,name=warnings,proto3" json:"warnings,omitempty"`
+	// The request the latest report answers, if any.
+	RequestId     string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSummary) Reset() {
+	*x = NodeSummary{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSummary) ProtoMessage() {}
+
+func (x *NodeSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSummary.ProtoReflect.Descriptor instead.
+func (*NodeSummary) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *NodeSummary) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetAgent() *AgentInfo {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *NodeSummary) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *NodeSummary) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *NodeSummary) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
+func (x *NodeSummary) GetTopId() string {
+	if x != nil {
+		return x.TopId
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetTopTitle() string {
+	if x != nil {
+		return x.TopTitle
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetTopSeverity() string {
+	if x != nil {
+		return x.TopSeverity
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetErrors() int32 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *NodeSummary) GetWarnings() int32 {
+	if x != nil {
+		return x.Warnings
+	}
+	return 0
+}
+
+func (x *NodeSummary) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// NodeRecord is a node's latest stored report.
+type NodeRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Summary       *NodeSummary           `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	Report        *Report                `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRecord) Reset() {
+	*x = NodeRecord{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRecord) ProtoMessage() {}
+
+func (x *NodeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
+func (*NodeRecord) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *NodeRecord) GetSummary() *NodeSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetReport() *Report {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
 var File_nodediag_v1_nodediag_proto protoreflect.FileDescriptor
 
 const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\n" +
-	"\x1anodediag/v1/nodediag.proto\x12\vnodediag.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd8\x02\n" +
+	"\x1anodediag/v1/nodediag.proto\x12\vnodediag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd8\x02\n" +
 	"\x06Report\x12,\n" +
 	"\x05agent\x18\x01 \x01(\v2\x16.nodediag.v1.AgentInfoR\x05agent\x12)\n" +
 	"\x04host\x18\x02 \x01(\v2\x15.nodediag.v1.HostInfoR\x04host\x12+\n" +
@@ -5769,22 +6622,92 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x03log\x18\t \x01(\v2\x17.nodediag.v1.LogExcerptR\x03log\x127\n" +
 	"\tlast_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\x12:\n" +
-	"\fprevious_log\x18\v \x01(\v2\x17.nodediag.v1.LogExcerptR\vpreviousLog\"p\n" +
+	"\fprevious_log\x18\v \x01(\v2\x17.nodediag.v1.LogExcerptR\vpreviousLog\"\x9f\x01\n" +
 	"\fAgentMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.nodediag.v1.HelloH\x00R\x05hello\x12-\n" +
-	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportH\x00R\x06reportB\x05\n" +
-	"\x03msg\"R\n" +
+	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportH\x00R\x06report\x12-\n" +
+	"\x06upload\x18\x03 \x01(\v2\x13.nodediag.v1.UploadH\x00R\x06uploadB\x05\n" +
+	"\x03msg\"\xcf\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12,\n" +
-	"\x05agent\x18\x02 \x01(\v2\x16.nodediag.v1.AgentInfoR\x05agent\"L\n" +
+	"\x05agent\x18\x02 \x01(\v2\x16.nodediag.v1.AgentInfoR\x05agent\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x03 \x01(\tR\tmachineId\x12\x1f\n" +
+	"\vprovider_id\x18\x04 \x01(\tR\n" +
+	"providerId\x12;\n" +
+	"\vagent_start\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"agentStart\"_\n" +
+	"\x06Upload\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12+\n" +
+	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportR\x06report\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa4\x01\n" +
 	"\x10CollectorMessage\x121\n" +
-	"\x05check\x18\x01 \x01(\v2\x19.nodediag.v1.CheckRequestH\x00R\x05checkB\x05\n" +
-	"\x03msg\"-\n" +
+	"\x05check\x18\x01 \x01(\v2\x19.nodediag.v1.CheckRequestH\x00R\x05check\x120\n" +
+	"\awelcome\x18\x02 \x01(\v2\x14.nodediag.v1.WelcomeH\x00R\awelcome\x12$\n" +
+	"\x03ack\x18\x03 \x01(\v2\x10.nodediag.v1.AckH\x00R\x03ackB\x05\n" +
+	"\x03msg\"]\n" +
+	"\aWelcome\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x17\n" +
+	"\x03Ack\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"-\n" +
 	"\fCheckRequest\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId2T\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\"C\n" +
+	"\fSweepRequest\x123\n" +
+	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xae\x01\n" +
+	"\n" +
+	"SweepEvent\x125\n" +
+	"\astarted\x18\x01 \x01(\v2\x19.nodediag.v1.SweepStartedH\x00R\astarted\x122\n" +
+	"\x06answer\x18\x02 \x01(\v2\x18.nodediag.v1.NodeSummaryH\x00R\x06answer\x12,\n" +
+	"\x04done\x18\x03 \x01(\v2\x16.nodediag.v1.SweepDoneH\x00R\x04doneB\a\n" +
+	"\x05event\"\x84\x01\n" +
+	"\fSweepStarted\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
+	"\bexpected\x18\x02 \x01(\x05R\bexpected\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xaf\x01\n" +
+	"\tSweepDone\x12\x1a\n" +
+	"\bexpected\x18\x01 \x01(\x05R\bexpected\x12\x1a\n" +
+	"\banswered\x18\x02 \x01(\x05R\banswered\x12\x18\n" +
+	"\amissing\x18\x03 \x03(\tR\amissing\x123\n" +
+	"\aelapsed\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x12\x1b\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\"\x12\n" +
+	"\x10ListNodesRequest\"C\n" +
+	"\x11ListNodesResponse\x12.\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x18.nodediag.v1.NodeSummaryR\x05nodes\"-\n" +
+	"\x0eGetNodeRequest\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"\xd6\x03\n" +
+	"\vNodeSummary\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x02 \x01(\tR\tmachineId\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\x12,\n" +
+	"\x05agent\x18\x04 \x01(\v2\x16.nodediag.v1.AgentInfoR\x05agent\x12\x1c\n" +
+	"\tconnected\x18\x05 \x01(\bR\tconnected\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12;\n" +
+	"\vreported_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAt\x12\x15\n" +
+	"\x06top_id\x18\b \x01(\tR\x05topId\x12\x1b\n" +
+	"\ttop_title\x18\t \x01(\tR\btopTitle\x12!\n" +
+	"\ftop_severity\x18\n" +
+	" \x01(\tR\vtopSeverity\x12\x16\n" +
+	"\x06errors\x18\v \x01(\x05R\x06errors\x12\x1a\n" +
+	"\bwarnings\x18\f \x01(\x05R\bwarnings\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\r \x01(\tR\trequestId\"m\n" +
+	"\n" +
+	"NodeRecord\x122\n" +
+	"\asummary\x18\x01 \x01(\v2\x18.nodediag.v1.NodeSummaryR\asummary\x12+\n" +
+	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportR\x06report2T\n" +
 	"\tCollector\x12G\n" +
-	"\aConnect\x12\x19.nodediag.v1.AgentMessage\x1a\x1d.nodediag.v1.CollectorMessage(\x010\x01B;Z9github.com/nodediag/nodediag/proto/nodediag/v1;nodediagv1b\x06proto3"
+	"\aConnect\x12\x19.nodediag.v1.AgentMessage\x1a\x1d.nodediag.v1.CollectorMessage(\x010\x012\xd3\x01\n" +
+	"\x05Fleet\x12=\n" +
+	"\x05Sweep\x12\x19.nodediag.v1.SweepRequest\x1a\x17.nodediag.v1.SweepEvent0\x01\x12J\n" +
+	"\tListNodes\x12\x1d.nodediag.v1.ListNodesRequest\x1a\x1e.nodediag.v1.ListNodesResponse\x12?\n" +
+	"\aGetNode\x12\x1b.nodediag.v1.GetNodeRequest\x1a\x17.nodediag.v1.NodeRecordB;Z9github.com/nodediag/nodediag/proto/nodediag/v1;nodediagv1b\x06proto3"
 
 var (
 	file_nodediag_v1_nodediag_proto_rawDescOnce sync.Once
@@ -5798,7 +6721,7 @@ func file_nodediag_v1_nodediag_proto_rawDescGZIP() []byte {
 	return file_nodediag_v1_nodediag_proto_rawDescData
 }
 
-var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*Report)(nil),                // 0: nodediag.v1.Report
 	(*AgentInfo)(nil),             // 1: nodediag.v1.AgentInfo
@@ -5853,10 +6776,23 @@ var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*PodContainer)(nil),          // 50: nodediag.v1.PodContainer
 	(*AgentMessage)(nil),          // 51: nodediag.v1.AgentMessage
 	(*Hello)(nil),                 // 52: nodediag.v1.Hello
-	(*CollectorMessage)(nil),      // 53: nodediag.v1.CollectorMessage
-	(*CheckRequest)(nil),          // 54: nodediag.v1.CheckRequest
-	nil,                           // 55: nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(*Upload)(nil),                // 53: nodediag.v1.Upload
+	(*CollectorMessage)(nil),      // 54: nodediag.v1.CollectorMessage
+	(*Welcome)(nil),               // 55: nodediag.v1.Welcome
+	(*Ack)(nil),                   // 56: nodediag.v1.Ack
+	(*CheckRequest)(nil),          // 57: nodediag.v1.CheckRequest
+	(*SweepRequest)(nil),          // 58: nodediag.v1.SweepRequest
+	(*SweepEvent)(nil),            // 59: nodediag.v1.SweepEvent
+	(*SweepStarted)(nil),          // 60: nodediag.v1.SweepStarted
+	(*SweepDone)(nil),             // 61: nodediag.v1.SweepDone
+	(*ListNodesRequest)(nil),      // 62: nodediag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 63: nodediag.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),        // 64: nodediag.v1.GetNodeRequest
+	(*NodeSummary)(nil),           // 65: nodediag.v1.NodeSummary
+	(*NodeRecord)(nil),            // 66: nodediag.v1.NodeRecord
+	nil,                           // 67: nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	(*timestamppb.Timestamp)(nil), // 68: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 69: google.protobuf.Duration
 }
 var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	1,   // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
@@ -5865,13 +6801,13 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	4,   // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
 	5,   // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
 	7,   // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
-	56,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
-	56,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
-	56,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
+	68,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
+	68,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
+	68,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
 	6,   // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
-	56,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
+	68,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
 	2,   // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
-	56,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
+	68,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
 	8,   // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
 	9,   // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
 	11,  // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
@@ -5895,7 +6831,7 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	13,  // 33: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
 	14,  // 34: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
 	10,  // 35: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
-	55,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	67,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
 	10,  // 37: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
 	10,  // 38: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
 	10,  // 39: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
@@ -5909,34 +6845,34 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	10,  // 47: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
 	10,  // 48: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
 	22,  // 49: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	56,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	56,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	56,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	56,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	68,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	68,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	68,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	68,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
 	24,  // 54: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
 	25,  // 55: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	56,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	56,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	56,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	68,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	68,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	68,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
 	27,  // 59: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
 	29,  // 60: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
 	10,  // 61: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
 	31,  // 62: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	56,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	56,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	68,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	68,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	33,  // 65: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	56,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	68,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
 	36,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
 	37,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
 	24,  // 69: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
 	39,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	56,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	56,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	56,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	56,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	68,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	68,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	68,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	68,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
 	39,  // 75: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	56,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	56,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	68,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	68,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
 	6,   // 78: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
 	10,  // 79: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
 	10,  // 80: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
@@ -5954,25 +6890,49 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	44,  // 92: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
 	45,  // 93: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
 	46,  // 94: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	56,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	56,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	68,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	68,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
 	48,  // 97: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
 	10,  // 98: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
 	50,  // 99: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
 	24,  // 100: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	56,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	68,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
 	24,  // 102: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
 	52,  // 103: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
 	0,   // 104: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	1,   // 105: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	54,  // 106: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	51,  // 107: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	53,  // 108: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	108, // [108:109] is the sub-list for method output_type
-	107, // [107:108] is the sub-list for method input_type
-	107, // [107:107] is the sub-list for extension type_name
-	107, // [107:107] is the sub-list for extension extendee
-	0,   // [0:107] is the sub-list for field type_name
+	53,  // 105: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
+	1,   // 106: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	68,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	0,   // 108: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
+	57,  // 109: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	55,  // 110: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	56,  // 111: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	69,  // 112: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	69,  // 113: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	60,  // 114: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	65,  // 115: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	61,  // 116: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	68,  // 117: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	69,  // 118: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	65,  // 119: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 120: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	68,  // 121: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	68,  // 122: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	65,  // 123: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 124: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	51,  // 125: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	58,  // 126: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	62,  // 127: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	64,  // 128: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	54,  // 129: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	59,  // 130: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	63,  // 131: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	66,  // 132: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	129, // [129:133] is the sub-list for method output_type
+	125, // [125:129] is the sub-list for method input_type
+	125, // [125:125] is the sub-list for extension type_name
+	125, // [125:125] is the sub-list for extension extendee
+	0,   // [0:125] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
@@ -6003,9 +6963,17 @@ func file_nodediag_v1_nodediag_proto_init() {
 	file_nodediag_v1_nodediag_proto_msgTypes[51].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
+		(*AgentMessage_Upload)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[53].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[54].OneofWrappers = []any{
 		(*CollectorMessage_Check)(nil),
+		(*CollectorMessage_Welcome)(nil),
+		(*CollectorMessage_Ack)(nil),
+	}
+	file_nodediag_v1_nodediag_proto_msgTypes[59].OneofWrappers = []any{
+		(*SweepEvent_Started)(nil),
+		(*SweepEvent_Answer)(nil),
+		(*SweepEvent_Done)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6013,9 +6981,9 @@ func file_nodediag_v1_nodediag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodediag_v1_nodediag_proto_rawDesc), len(file_nodediag_v1_nodediag_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   68,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_nodediag_v1_nodediag_proto_goTypes,
 		DependencyIndexes: file_nodediag_v1_nodediag_proto_depIdxs,

@@ -37,9 +37,17 @@ const (
 //
 // Collector receives reports from agents and asks them to check on demand.
 // Implemented by `nodediag serve`; agents connect with `nodediag-agent run`.
+//
+// The conversation: the agent opens Connect and sends a Hello; the collector
+// answers with a Welcome (or ends the stream with an error status:
+// Unauthenticated without a valid client certificate, InvalidArgument for a
+// Hello without a node name). The agent then sends an Upload after each
+// check (at connect, on its interval, on a CheckRequest); the collector
+// answers each Upload with an Ack once the report is stored, never before.
+// An agent keeps a report until it is acknowledged and sends it again after
+// a reconnect: the collector stores an upload at most once per (node,
+// agent_start, seq).
 type CollectorClient interface {
-	// Connect is the agent's long-lived stream: the agent sends a Hello, then
-	// a Report after each check; the collector sends CheckRequests.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentMessage, CollectorMessage], error)
 }
 
@@ -70,9 +78,17 @@ type Collector_ConnectClient = grpc.BidiStreamingClient[AgentMessage, CollectorM
 //
 // Collector receives reports from agents and asks them to check on demand.
 // Implemented by `nodediag serve`; agents connect with `nodediag-agent run`.
+//
+// The conversation: the agent opens Connect and sends a Hello; the collector
+// answers with a Welcome (or ends the stream with an error status:
+// Unauthenticated without a valid client certificate, InvalidArgument for a
+// Hello without a node name). The agent then sends an Upload after each
+// check (at connect, on its interval, on a CheckRequest); the collector
+// answers each Upload with an Ack once the report is stored, never before.
+// An agent keeps a report until it is acknowledged and sends it again after
+// a reconnect: the collector stores an upload at most once per (node,
+// agent_start, seq).
 type CollectorServer interface {
-	// Connect is the agent's long-lived stream: the agent sends a Hello, then
-	// a Report after each check; the collector sends CheckRequests.
 	Connect(grpc.BidiStreamingServer[AgentMessage, CollectorMessage]) error
 	mustEmbedUnimplementedCollectorServer()
 }
@@ -128,6 +144,206 @@ var Collector_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Collector_Connect_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+	},
+	Metadata: "nodediag/v1/nodediag.proto",
+}
+
+const (
+	Fleet_Sweep_FullMethodName     = "/nodediag.v1.Fleet/Sweep"
+	Fleet_ListNodes_FullMethodName = "/nodediag.v1.Fleet/ListNodes"
+	Fleet_GetNode_FullMethodName   = "/nodediag.v1.Fleet/GetNode"
+)
+
+// FleetClient is the client API for Fleet service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Fleet is the operator's side of the collector: the CLI (`nodediag sweep`,
+// `nodediag nodes`, `nodediag node`) talks to it on the collector's address,
+// with the same TLS as agents.
+type FleetClient interface {
+	// Sweep asks every connected agent to check now and streams the answers
+	// as they arrive: first a SweepStarted with the number of agents asked,
+	// then a NodeSummary per answer, then SweepDone when all answered or the
+	// timeout passed. Nothing is lost when the client goes away: the answers
+	// are stored as any report.
+	Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SweepEvent], error)
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*NodeRecord, error)
+}
+
+type fleetClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewFleetClient(cc grpc.ClientConnInterface) FleetClient {
+	return &fleetClient{cc}
+}
+
+func (c *fleetClient) Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SweepEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Fleet_ServiceDesc.Streams[0], Fleet_Sweep_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SweepRequest, SweepEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Fleet_SweepClient = grpc.ServerStreamingClient[SweepEvent]
+
+func (c *fleetClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, Fleet_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fleetClient) GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*NodeRecord, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeRecord)
+	err := c.cc.Invoke(ctx, Fleet_GetNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FleetServer is the server API for Fleet service.
+// All implementations must embed UnimplementedFleetServer
+// for forward compatibility.
+//
+// Fleet is the operator's side of the collector: the CLI (`nodediag sweep`,
+// `nodediag nodes`, `nodediag node`) talks to it on the collector's address,
+// with the same TLS as agents.
+type FleetServer interface {
+	// Sweep asks every connected agent to check now and streams the answers
+	// as they arrive: first a SweepStarted with the number of agents asked,
+	// then a NodeSummary per answer, then SweepDone when all answered or the
+	// timeout passed. Nothing is lost when the client goes away: the answers
+	// are stored as any report.
+	Sweep(*SweepRequest, grpc.ServerStreamingServer[SweepEvent]) error
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	GetNode(context.Context, *GetNodeRequest) (*NodeRecord, error)
+	mustEmbedUnimplementedFleetServer()
+}
+
+// UnimplementedFleetServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedFleetServer struct{}
+
+func (UnimplementedFleetServer) Sweep(*SweepRequest, grpc.ServerStreamingServer[SweepEvent]) error {
+	return status.Error(codes.Unimplemented, "method Sweep not implemented")
+}
+func (UnimplementedFleetServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedFleetServer) GetNode(context.Context, *GetNodeRequest) (*NodeRecord, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
+}
+func (UnimplementedFleetServer) mustEmbedUnimplementedFleetServer() {}
+func (UnimplementedFleetServer) testEmbeddedByValue()               {}
+
+// UnsafeFleetServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to FleetServer will
+// result in compilation errors.
+type UnsafeFleetServer interface {
+	mustEmbedUnimplementedFleetServer()
+}
+
+func RegisterFleetServer(s grpc.ServiceRegistrar, srv FleetServer) {
+	// If the following call panics, it indicates UnimplementedFleetServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Fleet_ServiceDesc, srv)
+}
+
+func _Fleet_Sweep_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SweepRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FleetServer).Sweep(m, &grpc.GenericServerStream[SweepRequest, SweepEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Fleet_SweepServer = grpc.ServerStreamingServer[SweepEvent]
+
+func _Fleet_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FleetServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fleet_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FleetServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Fleet_GetNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FleetServer).GetNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fleet_GetNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FleetServer).GetNode(ctx, req.(*GetNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Fleet_ServiceDesc is the grpc.ServiceDesc for Fleet service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Fleet_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "nodediag.v1.Fleet",
+	HandlerType: (*FleetServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListNodes",
+			Handler:    _Fleet_ListNodes_Handler,
+		},
+		{
+			MethodName: "GetNode",
+			Handler:    _Fleet_GetNode_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Sweep",
+			Handler:       _Fleet_Sweep_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "nodediag/v1/nodediag.proto",
