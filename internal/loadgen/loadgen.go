@@ -1,0 +1,215 @@
+// Package loadgen simulates a fleet of agents against a collector: N
+// streams that say Hello, upload a realistic report, and answer every
+// CheckRequest with a report for it, as `nodediag-agent run` does. It is
+// what the collector's benchmarks and fault tests drive.
+//
+// Agents share gRPC connections (Options.PerConn streams each): a stream is
+// what the collector serves an agent by, and 10,000 TLS connections from
+// one process would measure the load generator rather than the collector.
+package loadgen
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nodediag/nodediag/agent/host"
+	"github.com/nodediag/nodediag/agent/probe"
+	"github.com/nodediag/nodediag/agent/probes"
+	"github.com/nodediag/nodediag/agent/report"
+	"github.com/nodediag/nodediag/agent/rules"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// Options shape the simulated fleet.
+type Options struct {
+	// Addr is the collector's address.
+	Addr string
+	// TLS, when set, is the client's TLS configuration; nil is plaintext
+	// (a collector started with --insecure).
+	TLS *tls.Config
+	// Agents is the number of simulated agents, named NamePrefix-00001...
+	Agents     int
+	NamePrefix string
+	// PerConn is the number of agents sharing a connection (100 if zero).
+	PerConn int
+	// Report is what every agent uploads, with its node name set.
+	Report *nodediagv1.Report
+}
+
+// Fleet is a running simulated fleet.
+type Fleet struct {
+	o      Options
+	conns  []*grpc.ClientConn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// Ready counts agents that got their Welcome; Acked counts acks;
+	// Uploads counts uploads sent; Requests counts CheckRequests answered.
+	Ready, Acked, Uploads, Requests atomic.Int64
+	errMu                           sync.Mutex
+	errs                            []error
+}
+
+// Start connects the fleet. Each agent uploads one report at connect; the
+// call returns once every agent has been welcomed and its first upload
+// acknowledged, or ctx ends.
+func Start(ctx context.Context, o Options) (*Fleet, error) {
+	if o.PerConn <= 0 {
+		o.PerConn = 100
+	}
+	if o.NamePrefix == "" {
+		o.NamePrefix = "sim"
+	}
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		creds = credentials.NewTLS(o.TLS)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	f := &Fleet{o: o, cancel: cancel}
+	for i := 0; i < o.Agents; i += o.PerConn {
+		c, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+		if err != nil {
+			f.Stop()
+			return nil, err
+		}
+		f.conns = append(f.conns, c)
+	}
+	welcomed := make(chan struct{}, o.Agents)
+	for i := 0; i < o.Agents; i++ {
+		name := fmt.Sprintf("%s-%05d", o.NamePrefix, i+1)
+		conn := f.conns[i/o.PerConn]
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := f.agent(runCtx, conn, name, welcomed); err != nil && runCtx.Err() == nil {
+				f.fail(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
+	for n := 0; n < o.Agents; n++ {
+		select {
+		case <-welcomed:
+		case <-ctx.Done():
+			f.Stop()
+			return nil, fmt.Errorf("%d of %d agents ready: %w (first errors: %v)", n, o.Agents, ctx.Err(), f.Errors())
+		}
+	}
+	return f, nil
+}
+
+func (f *Fleet) fail(err error) {
+	f.errMu.Lock()
+	defer f.errMu.Unlock()
+	if len(f.errs) < 10 {
+		f.errs = append(f.errs, err)
+	}
+}
+
+// Errors returns the first errors the agents met.
+func (f *Fleet) Errors() []error {
+	f.errMu.Lock()
+	defer f.errMu.Unlock()
+	return append([]error(nil), f.errs...)
+}
+
+// Stop ends every stream and connection.
+func (f *Fleet) Stop() {
+	f.cancel()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.wg.Wait()
+}
+
+// agent is one simulated agent's stream: Hello, Welcome, the connect
+// upload, then an upload for each CheckRequest. Acks are counted; the first
+// one signals ready.
+func (f *Fleet) agent(ctx context.Context, conn *grpc.ClientConn, name string, ready chan<- struct{}) error {
+	stream, err := nodediagv1.NewCollectorClient(conn).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	start := timestamppb.Now()
+	if err := stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: &nodediagv1.Hello{
+		NodeName: name, Agent: f.o.Report.GetAgent(), MachineId: fmt.Sprintf("%032x", len(name)*7919+int(name[len(name)-1])), AgentStart: start,
+	}}}); err != nil {
+		return err
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return fmt.Errorf("waiting for Welcome: %w", err)
+	}
+	if m.GetWelcome() == nil {
+		return fmt.Errorf("first message is not a Welcome: %v", m)
+	}
+	var seq uint64
+	upload := func(requestID, reason string) error {
+		seq++
+		r := proto.Clone(f.o.Report).(*nodediagv1.Report)
+		if r.Host == nil {
+			r.Host = &nodediagv1.HostInfo{}
+		}
+		r.Host.NodeName = name
+		r.RequestId = requestID
+		f.Uploads.Add(1)
+		return stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{Seq: seq, Report: r, Reason: reason}}})
+	}
+	if err := upload("", "connect"); err != nil {
+		return err
+	}
+	first := true
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case m.GetAck() != nil:
+			f.Acked.Add(1)
+			if first {
+				first = false
+				f.Ready.Add(1)
+				ready <- struct{}{}
+			}
+		case m.GetCheck() != nil:
+			f.Requests.Add(1)
+			if err := upload(m.GetCheck().GetRequestId(), "request"); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ExampleReport is the report `nodediag-agent check` makes of an example
+// host root (agent/testdata/hosts/NAME/root), evidence included, as an
+// agent uploads it: a realistic size and shape. Binaries are not run.
+func ExampleReport(root string) (*nodediagv1.Report, error) {
+	h, err := host.New(root, host.NoExec{})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ev := probe.RunAll(ctx, h, probes.All())
+	e, err := rules.NewEngine()
+	if err != nil {
+		return nil, err
+	}
+	return report.Build(ev, e.Analyze(ev, rules.Context{}), "example"), nil
+}
