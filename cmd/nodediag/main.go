@@ -13,10 +13,13 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, a second one kills the process at once
+	// (a shutdown that hangs can still be interrupted).
+	context.AfterFunc(ctx, stop)
 	err := cli.NewRootCommand().ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodediag:", err)
-		os.Exit(2)
 	}
+	os.Exit(cli.ExitCode(err))
 }

@@ -97,10 +97,10 @@ type clientFlags struct {
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.collector, "collector", "", "the collector's address, HOST:PORT (required)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "this client's certificate (PEM), e.g. operator.crt of `nodediag certs`")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
-	fs.StringVar(&f.ca, "ca", "", "the CA that signed the collector's certificate (PEM), e.g. ca.crt")
+	fs.StringVar(&f.collector, "collector", "", "the collector's address, `HOST:PORT` (required)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "this client's certificate `FILE` (PEM), e.g. operator.crt of nodediag certs")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the key `FILE` of --tls-cert (PEM)")
+	fs.StringVar(&f.ca, "ca", "", "the CA `FILE` that signed the collector's certificate (PEM), e.g. ca.crt")
 	fs.StringVar(&f.tlsServerName, "tls-server-name", "", "the name to verify the collector's certificate against (default: the host of --collector)")
 	fs.BoolVar(&f.insecure, "insecure", false, "no TLS at all: for a collector serving --insecure on loopback (demos, tests)")
 	if cmd.Name() != "sweep" {
@@ -114,6 +114,7 @@ func (f *clientFlags) add(cmd *cobra.Command) {
 type conn struct {
 	addr     string
 	insecure bool
+	noCert   bool // TLS without a client certificate
 	cc       *grpc.ClientConn
 	fleet    nodediagv1.FleetClient
 
@@ -144,16 +145,22 @@ func (f *clientFlags) dial() (*conn, error) {
 	if _, _, err := net.SplitHostPort(f.collector); err != nil {
 		return nil, exitf(ExitUsage, "--collector %q: want HOST:PORT: %v", f.collector, err)
 	}
-	c := &conn{addr: f.collector, insecure: f.insecure}
+	c := &conn{addr: f.collector, insecure: f.insecure, noCert: !f.insecure && f.tlsCert == ""}
 	var creds credentials.TransportCredentials
 	switch {
 	case f.insecure && (f.tlsCert != "" || f.tlsKey != "" || f.ca != ""):
 		return nil, exitf(ExitUsage, "--insecure and --tls-cert/--tls-key/--ca exclude each other")
 	case f.insecure:
 		creds = insecure.NewCredentials()
-	case f.tlsCert == "" || f.tlsKey == "" || f.ca == "":
+	case f.tlsCert == "" && f.tlsKey == "" && f.ca == "":
 		return nil, exitf(ExitUsage, "the collector requires mutual TLS: pass --tls-cert, --tls-key and --ca (see `nodediag certs`), or --insecure for a collector serving --insecure")
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return nil, exitf(ExitUsage, "--tls-cert and --tls-key go together")
+	case f.ca == "":
+		return nil, exitf(ExitUsage, "--ca is required with --tls-cert: the CA that signed the collector's certificate (ca.crt of `nodediag certs`)")
 	default:
+		// --ca without --tls-cert connects without a client certificate:
+		// the collector then says why it refuses (Unauthenticated).
 		cfg, err := f.tlsConfig()
 		if err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: err}
@@ -179,10 +186,16 @@ func (f *clientFlags) dial() (*conn, error) {
 	return c, nil
 }
 
+// tlsConfig is the client's TLS: TLS 1.3 as the collector demands, its
+// certificate when given, the collector's CA.
 func (f *clientFlags) tlsConfig() (*tls.Config, error) {
-	pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-	if err != nil {
-		return nil, fmt.Errorf("loading --tls-cert %s and --tls-key %s: %w", f.tlsCert, f.tlsKey, err)
+	var certs []tls.Certificate
+	if f.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("loading --tls-cert %s and --tls-key %s: %w", f.tlsCert, f.tlsKey, err)
+		}
+		certs = []tls.Certificate{pair}
 	}
 	pem, err := os.ReadFile(f.ca)
 	if err != nil {
@@ -193,10 +206,10 @@ func (f *clientFlags) tlsConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("--ca %s holds no PEM certificate", f.ca)
 	}
 	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
+		Certificates: certs,
 		RootCAs:      pool,
 		ServerName:   f.tlsServerName,
-		MinVersion:   tls.VersionTLS12,
+		MinVersion:   tls.VersionTLS13,
 	}, nil
 }
 
@@ -254,7 +267,11 @@ func (c *conn) explain(err error) error {
 	case codes.DeadlineExceeded:
 		return exitf(ExitUsage, "no answer from the collector at %s in time: %s", c.addr, msg)
 	case codes.Unauthenticated, codes.PermissionDenied:
-		return exitf(ExitUsage, "the collector at %s refused this client (%s): %s", c.addr, st.Code(), msg)
+		hint := ""
+		if c.noCert && st.Code() == codes.Unauthenticated && !strings.Contains(msg, "--tls-cert") {
+			hint = " (pass --tls-cert and --tls-key: an operator's certificate, such as operator.crt of `nodediag certs`)"
+		}
+		return exitf(ExitUsage, "the collector at %s refused this client (%s): %s%s", c.addr, st.Code(), msg, hint)
 	case codes.Unimplemented:
 		return exitf(ExitUsage, "%s does not serve nodediag's Fleet API (not a nodediag collector, or an older one): %s", c.addr, msg)
 	case codes.Canceled:

@@ -2,8 +2,14 @@
 // built by constructors (no package-level command state), each printing to
 // cmd.OutOrStdout().
 //
-// This version has only `version`; serve, sweep, nodes, node, diagnose,
-// describe and analyze arrive with the collector (see docs/CONTRACTS.md).
+// The commands (docs/CONTRACTS.md): serve runs the collector
+// (collector/server, with the store of collector/store); certs issues the
+// certificates of its mutual TLS (collector/certs); sweep, nodes and node
+// are the operator's side, clients of the collector's Fleet service;
+// version. diagnose, describe and analyze arrive with later issues.
+//
+// Errors carry their exit code (ExitError, ExitCode): cmd/nodediag prints
+// "nodediag: " and the error, and exits with ExitCode(err).
 package cli
 
 import (
@@ -22,7 +28,14 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand())
+	root.AddCommand(
+		newServeCommand(),
+		newCertsCommand(),
+		newSweepCommand(),
+		newNodesCommand(),
+		newNodeCommand(),
+		newVersionCommand(),
+	)
 	return root
 }
 

@@ -1,0 +1,370 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nodediag/nodediag/collector/store"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// maxNodeName is the longest node name accepted: a Kubernetes node name is
+// a DNS subdomain (253 characters at most).
+const maxNodeName = 253
+
+type collectorService struct {
+	nodediagv1.UnimplementedCollectorServer
+	s *Server
+}
+
+var _ nodediagv1.CollectorServer = (*collectorService)(nil)
+
+// session is one agent's open stream.
+type session struct {
+	node       string
+	hello      *nodediagv1.Hello
+	agentStart time.Time
+	conn       uint64 // serial number, for logs
+	// out is the bounded send queue, drained by Connect's goroutine.
+	out      chan *nodediagv1.CollectorMessage
+	done     chan struct{}
+	once     sync.Once
+	cause    error // why the session ended; set before done is closed
+	lastSeen atomic.Int64
+}
+
+func (ss *session) touch(t time.Time) { ss.lastSeen.Store(t.UnixNano()) }
+
+func (ss *session) seen() time.Time { return time.Unix(0, ss.lastSeen.Load()) }
+
+// end ends the session with err (nil: the agent closed its side); the first
+// cause wins.
+func (ss *session) end(err error) {
+	ss.once.Do(func() {
+		ss.cause = err
+		close(ss.done)
+	})
+}
+
+// offer queues m unless the queue is full or the session ended; it never
+// waits.
+func (ss *session) offer(m *nodediagv1.CollectorMessage) bool {
+	select {
+	case <-ss.done:
+		return false
+	default:
+	}
+	select {
+	case ss.out <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// send queues m, waiting for room, unless the session ends first.
+func (ss *session) send(m *nodediagv1.CollectorMessage) bool {
+	select {
+	case ss.out <- m:
+		return true
+	case <-ss.done:
+		return false
+	}
+}
+
+// Connect is an agent's stream: Hello and Welcome, then Uploads, each
+// acknowledged once stored, and CheckRequests from sweeps.
+func (c *collectorService) Connect(stream nodediagv1.Collector_ConnectServer) error {
+	s := c.s
+	err := c.connect(stream)
+	if code := status.Code(err); err != nil && code != codes.Canceled && code != codes.Unavailable && code != codes.Aborted {
+		s.metrics.refused.WithLabelValues(code.String()).Inc()
+	}
+	return err
+}
+
+func (c *collectorService) connect(stream nodediagv1.Collector_ConnectServer) error {
+	s := c.s
+	first, err := s.recvAgent(stream)
+	if err != nil {
+		if err := recvStatus(err); err != nil {
+			return err
+		}
+		return status.Error(codes.InvalidArgument, "the stream ended before a Hello")
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Errorf(codes.FailedPrecondition, "the first message must be a Hello, not %s", kind(first))
+	}
+	if err := validateHello(hello); err != nil {
+		return err
+	}
+	if id, ok := stream.Context().Value(identityKey{}).(*identity); ok {
+		if err := id.mayReport(hello.NodeName); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	ss := &session{
+		node:       hello.NodeName,
+		hello:      hello,
+		agentStart: hello.AgentStart.AsTime(),
+		out:        make(chan *nodediagv1.CollectorMessage, s.o.SendQueue),
+		done:       make(chan struct{}),
+	}
+	ss.touch(now)
+	welcome := &nodediagv1.Welcome{NodeName: hello.NodeName}
+	if s.o.AgentInterval > 0 {
+		welcome.Interval = durationpb.New(s.o.AgentInterval)
+	}
+	// The Welcome is sent before the session is registered: nothing a
+	// sweep queues can overtake it.
+	if err := stream.Send(&nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	if err := s.register(ss); err != nil {
+		return err
+	}
+	defer s.unregister(ss)
+	s.log.Debug("agent connected", "node", ss.node, "conn", ss.conn, "agent", hello.GetAgent().GetVersion())
+
+	go s.receive(stream, ss)
+	for {
+		select {
+		case m := <-ss.out:
+			if err := c.sendOne(stream, m); err != nil {
+				ss.end(err)
+				return err
+			}
+		case <-ss.done:
+			// Acks of reports stored before the end are still owed:
+			// send what is queued (an agent that gets them need not
+			// send those reports again).
+		drain:
+			for {
+				select {
+				case m := <-ss.out:
+					if err := c.sendOne(stream, m); err != nil {
+						break drain
+					}
+				default:
+					break drain
+				}
+			}
+			s.log.Debug("agent disconnected", "node", ss.node, "conn", ss.conn, "cause", ss.cause)
+			return ss.cause
+		}
+	}
+}
+
+func (c *collectorService) sendOne(stream nodediagv1.Collector_ConnectServer, m *nodediagv1.CollectorMessage) error {
+	if err := stream.Send(m); err != nil {
+		return err
+	}
+	if m.GetAck() != nil {
+		c.s.metrics.acks.Inc()
+	}
+	return nil
+}
+
+// receive reads the agent's messages until the stream ends, storing each
+// Upload and queueing its Ack.
+func (s *Server) receive(stream nodediagv1.Collector_ConnectServer, ss *session) {
+	for {
+		m, err := s.recvAgent(stream)
+		if err != nil {
+			ss.end(recvStatus(err))
+			return
+		}
+		ss.touch(time.Now())
+		switch msg := m.Msg.(type) {
+		case *nodediagv1.AgentMessage_Upload:
+			if err := s.upload(ss, msg.Upload); err != nil {
+				ss.end(err)
+				return
+			}
+		case *nodediagv1.AgentMessage_Hello:
+			ss.end(status.Error(codes.FailedPrecondition, "a second Hello on one stream"))
+			return
+		case *nodediagv1.AgentMessage_Report:
+			// A Report without a sequence number can be neither
+			// acknowledged nor told apart from a resend: it is not
+			// stored (the proto says agents send Uploads).
+			s.log.Debug("report without seq ignored", "node", ss.node)
+		default:
+			ss.end(status.Error(codes.InvalidArgument, "an empty message"))
+			return
+		}
+	}
+}
+
+// upload stores u and queues its Ack. An error ends the stream.
+func (s *Server) upload(ss *session, u *nodediagv1.Upload) error {
+	s.metrics.received.Inc()
+	if u.Seq == 0 {
+		return status.Error(codes.InvalidArgument, "an Upload's seq counts from 1")
+	}
+	if u.Report == nil {
+		return status.Errorf(codes.InvalidArgument, "upload %d has no report", u.Seq)
+	}
+	if !s.beginPut() {
+		return status.Error(codes.Unavailable, "collector shutting down")
+	}
+	defer s.puts.Done()
+	select {
+	case <-ss.done:
+		// Replaced or shutting down: no Ack could follow, and the agent
+		// sends the report again on its new stream.
+		return ss.cause
+	default:
+	}
+	now := time.Now()
+	rec := &store.Record{
+		Summary:    Summarize(ss.hello, u.Report, now),
+		AgentStart: ss.agentStart,
+		Seq:        u.Seq,
+		ReceivedAt: now,
+		Report:     u.Report,
+	}
+	// Not the stream's context: a Put under way finishes even if the agent
+	// goes away (it will send the report again, and the store keeps it
+	// once).
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.PutTimeout)
+	err := s.o.Store.Put(ctx, rec)
+	cancel()
+	if err != nil {
+		s.metrics.failed.Inc()
+		s.log.Error("storing a report failed; not acknowledged", "node", ss.node, "seq", u.Seq, "err", err)
+		return status.Errorf(codes.Unavailable, "the collector could not store upload %d; it is not acknowledged: send it again", u.Seq)
+	}
+	s.metrics.stored.Inc()
+	s.metrics.findings.set(ss.node, u.Report)
+	if id := u.Report.RequestId; id != "" {
+		s.answer(id, live(rec.Summary, true, ss.seen()))
+	}
+	ss.send(&nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Ack{Ack: &nodediagv1.Ack{Seq: u.Seq}}})
+	return nil
+}
+
+func validateHello(h *nodediagv1.Hello) error {
+	switch {
+	case h.NodeName == "":
+		return status.Error(codes.InvalidArgument, "the Hello has no node name")
+	case len(h.NodeName) > maxNodeName:
+		return status.Errorf(codes.InvalidArgument, "the node name is longer than %d bytes", maxNodeName)
+	case h.AgentStart == nil:
+		// Without it, the uploads of a restarted agent (seq from 1
+		// again) would be taken for resends and dropped.
+		return status.Error(codes.InvalidArgument, "the Hello has no agent_start: it tells uploads of different agent processes apart")
+	}
+	for _, r := range h.NodeName {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return status.Errorf(codes.InvalidArgument, "the node name %q has a space or control character", h.NodeName)
+		}
+	}
+	return nil
+}
+
+// kind names the message a oneof holds, for errors.
+func kind(m *nodediagv1.AgentMessage) string {
+	switch m.Msg.(type) {
+	case *nodediagv1.AgentMessage_Upload:
+		return "an Upload"
+	case *nodediagv1.AgentMessage_Report:
+		return "a Report"
+	case *nodediagv1.AgentMessage_Hello:
+		return "a Hello"
+	}
+	return "an empty message"
+}
+
+// register files ss as its node's stream, ending the one it replaces, and
+// asks it again what the sweeps under way asked its predecessor.
+func (s *Server) register(ss *session) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "collector shutting down")
+	}
+	s.connSeq++
+	ss.conn = s.connSeq
+	old := s.agents[ss.node]
+	s.agents[ss.node] = ss
+	var asks []string
+	for id, sw := range s.sweeps {
+		if sw.waitingFor(ss.node) {
+			asks = append(asks, id)
+		}
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.end(status.Errorf(codes.Aborted, "replaced by a newer connection for node %q", ss.node))
+		s.metrics.replaced.Inc()
+		s.log.Warn("a second connection for a node replaces the first", "node", ss.node, "old_conn", old.conn, "new_conn", ss.conn)
+	} else {
+		s.metrics.connected.Inc()
+	}
+	for _, id := range asks {
+		if !ss.offer(checkRequest(id)) {
+			s.metrics.dropped.Inc()
+		}
+	}
+	return nil
+}
+
+func (s *Server) unregister(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.agents[ss.node] != ss {
+		return // replaced: the newer session is counted
+	}
+	delete(s.agents, ss.node)
+	s.lastSeen[ss.node] = ss.seen()
+	s.metrics.connected.Dec()
+}
+
+func checkRequest(id string) *nodediagv1.CollectorMessage {
+	return &nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Check{Check: &nodediagv1.CheckRequest{RequestId: id}}}
+}
+
+// Summarize is a node's line of the fleet table for report r, received at
+// receivedAt on the stream opened by hello: identity from the Hello (the
+// report's own when the Hello leaves it out), the top finding (the
+// report's first), errors (severity error or critical) and warnings.
+// Connected and LastSeen are live state, left unset.
+func Summarize(hello *nodediagv1.Hello, r *nodediagv1.Report, receivedAt time.Time) *nodediagv1.NodeSummary {
+	sum := &nodediagv1.NodeSummary{
+		NodeName:   hello.GetNodeName(),
+		MachineId:  hello.GetMachineId(),
+		ProviderId: hello.GetProviderId(),
+		Agent:      hello.GetAgent(),
+		ReportedAt: timestamppb.New(receivedAt),
+		RequestId:  r.GetRequestId(),
+	}
+	if sum.MachineId == "" {
+		sum.MachineId = r.GetHost().GetMachineId()
+	}
+	if sum.Agent == nil {
+		sum.Agent = r.GetAgent()
+	}
+	for i, f := range r.GetFindings() {
+		if i == 0 {
+			sum.TopId, sum.TopTitle, sum.TopSeverity = f.Id, f.Title, f.Severity
+		}
+		switch f.Severity {
+		case "error", "critical":
+			sum.Errors++
+		case "warning":
+			sum.Warnings++
+		}
+	}
+	return sum
+}

@@ -1,0 +1,422 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nodediag/nodediag/collector/store"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+func TestWelcome(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		want     *nodediagv1.Welcome
+	}{
+		{name: "no interval", want: &nodediagv1.Welcome{NodeName: "node-1"}},
+		{name: "interval", interval: 5 * time.Minute, want: &nodediagv1.Welcome{NodeName: "node-1", Interval: durationpb.New(5 * time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Options{AgentInterval: tc.interval}, nil)
+			_, w := connectAgent(t, h.conn, "node-1")
+			if d := cmp.Diff(tc.want, w, protocmp.Transform()); d != "" {
+				t.Errorf("Welcome (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestAckOnlyAfterStored(t *testing.T) {
+	gate := newGate(func(n string) bool { return n == "node-1" })
+	h := newHarness(t, Options{}, gate.wrap)
+	a, _ := connectAgent(t, h.conn, "node-1")
+	r := report("node-1", "", finding("KubeletRemovedFlag", "kubelet.flag-removed", "error"))
+	seq := a.upload(t, r, "connect")
+	<-gate.entered
+
+	// The Put is held: the report is not in the store, and the agent has
+	// no Ack. The Ack cannot come before the release: Put has not
+	// returned (checked again when the Ack arrives).
+	if _, err := h.store.Latest(context.Background(), "node-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Latest while the Put is held: %v, want not found", err)
+	}
+	gate.open()
+	a.expectAck(t, seq)
+	if n := gate.returned.Load(); n != 1 {
+		t.Fatalf("an Ack arrived with %d Puts returned", n)
+	}
+	rec, err := h.store.Latest(context.Background(), "node-1")
+	if err != nil {
+		t.Fatalf("Latest after the Ack: %v", err)
+	}
+	if d := cmp.Diff(r, rec.Report, protocmp.Transform()); d != "" {
+		t.Errorf("stored report (-want +got):\n%s", d)
+	}
+	if rec.Seq != seq || !rec.AgentStart.Equal(agentStart) {
+		t.Errorf("stored seq %d agent_start %s, want %d %s", rec.Seq, rec.AgentStart, seq, agentStart)
+	}
+	if got := metricValue(t, h.srv.metrics.acks); got != 1 {
+		t.Errorf("acks_total = %v, want 1", got)
+	}
+}
+
+func TestPutFailureIsNotAcknowledged(t *testing.T) {
+	gate := newGate(func(n string) bool { return n == "node-1" })
+	gate.fail.Store(true)
+	gate.open()
+	h := newHarness(t, Options{}, gate.wrap)
+	healthy := join(t, h.conn, "node-ok")
+
+	a, _ := connectAgent(t, h.conn, "node-1")
+	a.upload(t, report("node-1", ""), "connect")
+	// No Ack: the first thing the agent hears is the end of its stream.
+	st := expectEnd(t, a.stream, codes.Unavailable)
+	if !strings.Contains(st.Message(), "not acknowledged") {
+		t.Errorf("status message %q does not say the upload is not acknowledged", st.Message())
+	}
+	if _, err := h.store.Latest(context.Background(), "node-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Latest after a failed Put: %v, want not found", err)
+	}
+	if got := metricValue(t, h.srv.metrics.failed); got != 1 {
+		t.Errorf("reports_failed_total = %v, want 1", got)
+	}
+	// The other agent is unaffected.
+	healthy.expectAck(t, healthy.upload(t, report("node-ok", ""), "interval"))
+}
+
+func TestResentUploadStoredOnceAckedTwice(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	r := report("node-1", "", finding("SwapOn", "node.swap", "warning"))
+
+	a, _ := connectAgent(t, h.conn, "node-1")
+	a.expectAck(t, a.upload(t, r, "connect"))
+	a.cancel()
+
+	// The agent did not see the Ack (say) and sends seq 1 again on a new
+	// stream, as the same agent process.
+	b, _ := connectAgent(t, h.dial(), "node-1")
+	b.expectAck(t, b.upload(t, r, "connect"))
+
+	hist, err := h.store.History(context.Background(), "node-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 {
+		t.Errorf("history has %d records, want 1", len(hist))
+	}
+	if got := metricValue(t, h.srv.metrics.acks); got != 2 {
+		t.Errorf("acks_total = %v, want 2", got)
+	}
+	// Findings are counted once for the node however often it resends.
+	if got := metricValue(t, h.srv.metrics.findings.vec.WithLabelValues("node.swap", "warning")); got != 1 {
+		t.Errorf("findings{node.swap,warning} = %v, want 1", got)
+	}
+}
+
+// rawCodec sends the bytes it is given as they are: a client that sends
+// what is not protobuf.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, errors.New("rawCodec marshals []byte")
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	p, ok := v.(*[]byte)
+	if !ok {
+		return errors.New("rawCodec unmarshals into *[]byte")
+	}
+	*p = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+var _ encoding.CodecV2 = rawCodec{}
+
+func TestRefusals(t *testing.T) {
+	h := newHarness(t, Options{MaxMessageBytes: 64 << 10}, nil)
+	healthy := join(t, h.conn, "node-ok")
+
+	helloMsg := func(hl *nodediagv1.Hello) *nodediagv1.AgentMessage {
+		return &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: hl}}
+	}
+	noName := hello("")
+	noStart := hello("node-x")
+	noStart.AgentStart = nil
+	spaced := hello("node x")
+	for _, tc := range []struct {
+		name string
+		// send sends what the server refuses; it may first say Hello
+		// (then it reads the Welcome).
+		send    func(t *testing.T, s nodediagv1.Collector_ConnectClient)
+		want    codes.Code
+		message string
+	}{
+		{
+			name: "upload before hello",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) {
+				mustSend(t, s, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{Seq: 1, Report: report("node-x", "")}}})
+			},
+			want: codes.FailedPrecondition, message: "first message must be a Hello",
+		},
+		{
+			name: "hello without node name",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) { mustSend(t, s, helloMsg(noName)) },
+			want: codes.InvalidArgument, message: "no node name",
+		},
+		{
+			name: "hello without agent_start",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) { mustSend(t, s, helloMsg(noStart)) },
+			want: codes.InvalidArgument, message: "agent_start",
+		},
+		{
+			name: "node name with a space",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) { mustSend(t, s, helloMsg(spaced)) },
+			want: codes.InvalidArgument, message: "space",
+		},
+		{
+			name: "upload with seq 0",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) {
+				sayHello(t, s, "node-x")
+				mustSend(t, s, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{Report: report("node-x", "")}}})
+			},
+			want: codes.InvalidArgument, message: "seq",
+		},
+		{
+			name: "second hello",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) {
+				sayHello(t, s, "node-x")
+				mustSend(t, s, helloMsg(hello("node-x")))
+			},
+			want: codes.FailedPrecondition, message: "second Hello",
+		},
+		{
+			name: "oversize message",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) {
+				sayHello(t, s, "node-x")
+				r := report("node-x", "")
+				r.Gaps = []string{strings.Repeat("x", 100<<10)}
+				mustSend(t, s, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{Seq: 1, Report: r}}})
+			},
+			want: codes.ResourceExhausted,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := metricValue(t, h.srv.metrics.refused.WithLabelValues(tc.want.String()))
+			s, _ := openStream(t, h.conn)
+			tc.send(t, s)
+			st := expectEnd(t, s, tc.want)
+			if !strings.Contains(st.Message(), tc.message) {
+				t.Errorf("status message %q does not contain %q", st.Message(), tc.message)
+			}
+			if got := metricValue(t, h.srv.metrics.refused.WithLabelValues(tc.want.String())); got != before+1 {
+				t.Errorf("refused_total{code=%s} = %v, want %v", tc.want, got, before+1)
+			}
+			// The healthy agent keeps working.
+			healthy.expectAck(t, healthy.upload(t, report("node-ok", ""), "interval"))
+		})
+	}
+
+	for _, tc := range []struct {
+		name  string
+		hello bool
+	}{
+		{name: "malformed first message"},
+		{name: "malformed message after the hello", hello: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := metricValue(t, h.srv.metrics.refused.WithLabelValues(codes.InvalidArgument.String()))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			desc := &grpc.StreamDesc{StreamName: "Connect", ServerStreams: true, ClientStreams: true}
+			cs, err := h.conn.NewStream(ctx, desc, nodediagv1.Collector_Connect_FullMethodName, grpc.ForceCodecV2(rawCodec{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reply []byte
+			if tc.hello {
+				b, err := proto.Marshal(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: hello("node-raw")}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(b); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.RecvMsg(&reply); err != nil {
+					t.Fatal(err)
+				}
+				var m nodediagv1.CollectorMessage
+				if err := proto.Unmarshal(reply, &m); err != nil || m.GetWelcome() == nil {
+					t.Fatalf("reply to the raw Hello: %v %v", &m, err)
+				}
+			}
+			// Field 1 (hello), length-delimited, claiming 200 bytes
+			// that are not there.
+			if err := cs.SendMsg([]byte{0x0a, 0xc8, 0x01, 0x0a}); err != nil {
+				t.Fatal(err)
+			}
+			err = cs.RecvMsg(&reply)
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "malformed") {
+				t.Fatalf("malformed message: stream ended with %v, want InvalidArgument", err)
+			}
+			if got := metricValue(t, h.srv.metrics.refused.WithLabelValues(codes.InvalidArgument.String())); got != before+1 {
+				t.Errorf("refused_total{code=InvalidArgument} = %v, want %v", got, before+1)
+			}
+			healthy.expectAck(t, healthy.upload(t, report("node-ok", ""), "interval"))
+		})
+	}
+}
+
+func mustSend(t *testing.T, s nodediagv1.Collector_ConnectClient, m *nodediagv1.AgentMessage) {
+	t.Helper()
+	if err := s.Send(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sayHello(t *testing.T, s nodediagv1.Collector_ConnectClient, node string) {
+	t.Helper()
+	mustSend(t, s, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: hello(node)}})
+	m, err := s.Recv()
+	if err != nil || m.GetWelcome() == nil {
+		t.Fatalf("waiting for the Welcome: %v %v", m, err)
+	}
+}
+
+func TestSecondConnectionReplacesFirst(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	old := join(t, h.conn, "node-1")
+	other := join(t, h.conn, "node-2")
+
+	// The agent reconnected (on another connection) before the collector
+	// noticed its old one was gone.
+	a := join(t, h.dial(), "node-1")
+	st := expectEnd(t, old.stream, codes.Aborted)
+	if !strings.Contains(st.Message(), "replaced by a newer connection") {
+		t.Errorf("old stream ended with %q", st.Message())
+	}
+	a.expectAck(t, a.upload(t, report("node-1", ""), "interval"))
+	other.expectAck(t, other.upload(t, report("node-2", ""), "interval"))
+
+	if got := metricValue(t, h.srv.metrics.replaced); got != 1 {
+		t.Errorf("agent_replacements_total = %v, want 1", got)
+	}
+	if got := metricValue(t, h.srv.metrics.connected); got != 2 {
+		t.Errorf("agents_connected = %v, want 2", got)
+	}
+	// A replacement is not a refusal.
+	if got := seriesCount(t, h.srv.metrics.refused); got != 0 {
+		t.Errorf("refused_total has %d series, want none", got)
+	}
+	resp, err := h.fleet().ListNodes(context.Background(), &nodediagv1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Nodes) != 2 || !resp.Nodes[0].Connected {
+		t.Errorf("ListNodes after a replacement: %v", resp.Nodes)
+	}
+}
+
+func TestFindingsMetricReplacedPerNode(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	a := join(t, h.conn, "node-1",
+		finding("KubeletRemovedFlag", "kubelet.flag-removed", "error"),
+		finding("KubeletRemovedFlag", "kubelet.flag-removed", "error"),
+		finding("SwapOn", "node.swap", "warning"))
+	join(t, h.conn, "node-2", finding("SwapOn", "node.swap", "warning"), finding("Odd", "", "info"))
+
+	gauge := func(cat, sev string) float64 {
+		return metricValue(t, h.srv.metrics.findings.vec.WithLabelValues(cat, sev))
+	}
+	if got := gauge("kubelet.flag-removed", "error"); got != 2 {
+		t.Errorf("findings{kubelet.flag-removed,error} = %v, want 2", got)
+	}
+	if got := gauge("node.swap", "warning"); got != 2 {
+		t.Errorf("findings{node.swap,warning} = %v, want 2", got)
+	}
+	if got := gauge(noCategory, "info"); got != 1 {
+		t.Errorf("findings{none,info} = %v, want 1", got)
+	}
+
+	// node-1's second report replaces its first: the flag is fixed.
+	a.expectAck(t, a.upload(t, report("node-1", "", finding("SwapOn", "node.swap", "warning")), "change"))
+	help, series := gathered(t, h.reg, "nodediag_collector_findings")
+	want := map[string]float64{
+		"category=node.swap,severity=warning": 2,
+		"category=none,severity=info":         1,
+	}
+	if d := cmp.Diff(want, series); d != "" {
+		t.Errorf("nodediag_collector_findings after node-1's second report (-want +got):\n%s", d)
+	}
+	if help == "" {
+		t.Error("nodediag_collector_findings has no help text")
+	}
+	if got := metricValue(t, h.srv.metrics.stored); got != 3 {
+		t.Errorf("reports_stored_total = %v, want 3", got)
+	}
+	if got := metricValue(t, h.srv.metrics.received); got != 3 {
+		t.Errorf("reports_received_total = %v, want 3", got)
+	}
+}
+
+func TestNewMetricsWithoutRegisterer(t *testing.T) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.stored.Inc()
+	if got := metricValue(t, m.stored); got != 1 {
+		t.Errorf("stored = %v", got)
+	}
+	// Registering twice in one registry fails with a clear error.
+	reg := prometheus.NewRegistry()
+	if _, err := newMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newMetrics(reg); err == nil {
+		t.Error("a second registration of the metrics did not fail")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	r := report("node-1", "sweep-1",
+		finding("KubeletRemovedFlag", "kubelet.flag-removed", "critical"),
+		finding("Other", "x", "error"),
+		finding("SwapOn", "node.swap", "warning"),
+		finding("Info", "x", "info"))
+	hl := hello("node-1")
+	hl.MachineId = ""
+	hl.Agent = nil
+	got := Summarize(hl, r, at)
+	want := &nodediagv1.NodeSummary{
+		NodeName: "node-1", MachineId: "machine-node-1", ProviderId: hl.ProviderId,
+		Agent: r.Agent, ReportedAt: timestamppb.New(at),
+		TopId: "KubeletRemovedFlag", TopTitle: "KubeletRemovedFlag title", TopSeverity: "critical",
+		Errors: 2, Warnings: 1, RequestId: "sweep-1",
+	}
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Errorf("Summarize (-want +got):\n%s", d)
+	}
+}
