@@ -25,7 +25,7 @@ import (
 // codec.
 type agentCodec struct {
 	base      encoding.CodecV2
-	malformed *sync.Map // *nodediagv1.AgentMessage → error
+	malformed *sync.Map // *nodediagv1.AgentMessageRaw → error
 }
 
 func newAgentCodec(malformed *sync.Map) (*agentCodec, error) {
@@ -40,7 +40,7 @@ func (c *agentCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Mar
 
 func (c *agentCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.base.Unmarshal(data, v)
-	if m, ok := v.(*nodediagv1.AgentMessage); ok && err != nil {
+	if m, ok := v.(*nodediagv1.AgentMessageRaw); ok && err != nil {
 		proto.Reset(m)
 		c.malformed.Store(m, err)
 		return nil
@@ -53,11 +53,9 @@ func (c *agentCodec) Name() string { return c.base.Name() }
 
 // recvAgent receives the agent's next message; one that did not decode is
 // an InvalidArgument error (see agentCodec).
-func (s *Server) recvAgent(stream interface {
-	Recv() (*nodediagv1.AgentMessage, error)
-}) (*nodediagv1.AgentMessage, error) {
-	m, err := stream.Recv()
-	if err != nil {
+func (s *Server) recvAgent(stream interface{ RecvMsg(any) error }) (*nodediagv1.AgentMessageRaw, error) {
+	m := &nodediagv1.AgentMessageRaw{}
+	if err := stream.RecvMsg(m); err != nil {
 		return nil, err
 	}
 	if e, ok := s.malformed.LoadAndDelete(m); ok {

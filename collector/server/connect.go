@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -186,15 +187,15 @@ func (s *Server) receive(stream nodediagv1.Collector_ConnectServer, ss *session)
 		}
 		ss.touch(time.Now())
 		switch msg := m.Msg.(type) {
-		case *nodediagv1.AgentMessage_Upload:
+		case *nodediagv1.AgentMessageRaw_Upload:
 			if err := s.upload(ss, msg.Upload); err != nil {
 				ss.end(err)
 				return
 			}
-		case *nodediagv1.AgentMessage_Hello:
+		case *nodediagv1.AgentMessageRaw_Hello:
 			ss.end(status.Error(codes.FailedPrecondition, "a second Hello on one stream"))
 			return
-		case *nodediagv1.AgentMessage_Report:
+		case *nodediagv1.AgentMessageRaw_Report:
 			// A Report without a sequence number can be neither
 			// acknowledged nor told apart from a resend: it is not
 			// stored (the proto says agents send Uploads).
@@ -206,13 +207,20 @@ func (s *Server) receive(stream nodediagv1.Collector_ConnectServer, ss *session)
 	}
 }
 
-// upload stores u and queues its Ack. An error ends the stream.
-func (s *Server) upload(ss *session, u *nodediagv1.Upload) error {
+// upload decodes u's report, stores it and queues its Ack. An error ends
+// the stream.
+//
+// The report arrives encoded (AgentMessageRaw): it is decoded here, at most
+// Server.decoding at a time, only for its summary and finding counts, and
+// the store keeps the bytes the agent sent. So a sweep's burst of thousands
+// of uploads waits as byte slices, and the decoded reports live only for
+// the time of a summary.
+func (s *Server) upload(ss *session, u *nodediagv1.UploadRaw) error {
 	s.metrics.received.Inc()
 	if u.Seq == 0 {
 		return status.Error(codes.InvalidArgument, "an Upload's seq counts from 1")
 	}
-	if u.Report == nil {
+	if len(u.Report) == 0 {
 		return status.Errorf(codes.InvalidArgument, "upload %d has no report", u.Seq)
 	}
 	if !s.beginPut() {
@@ -227,31 +235,53 @@ func (s *Server) upload(ss *session, u *nodediagv1.Upload) error {
 	default:
 	}
 	now := time.Now()
+	summary, counts, err := s.summarize(ss, u, now)
+	if err != nil {
+		return err
+	}
+	seq := u.Seq
 	rec := &store.Record{
-		Summary:    Summarize(ss.hello, u.Report, now),
+		Summary:    summary,
 		AgentStart: ss.agentStart,
-		Seq:        u.Seq,
+		Seq:        seq,
 		ReceivedAt: now,
-		Report:     u.Report,
+		Encoded:    u.Report,
 	}
 	// Not the stream's context: a Put under way finishes even if the agent
 	// goes away (it will send the report again, and the store keeps it
 	// once).
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.PutTimeout)
-	err := s.o.Store.Put(ctx, rec)
+	err = s.o.Store.Put(ctx, rec)
 	cancel()
 	if err != nil {
 		s.metrics.failed.Inc()
-		s.log.Error("storing a report failed; not acknowledged", "node", ss.node, "seq", u.Seq, "err", err)
-		return status.Errorf(codes.Unavailable, "the collector could not store upload %d; it is not acknowledged: send it again", u.Seq)
+		s.log.Error("storing a report failed; not acknowledged", "node", ss.node, "seq", seq, "err", err)
+		return status.Errorf(codes.Unavailable, "the collector could not store upload %d; it is not acknowledged: send it again", seq)
 	}
 	s.metrics.stored.Inc()
-	s.metrics.findings.set(ss.node, u.Report)
-	if id := u.Report.RequestId; id != "" {
-		s.answer(id, live(rec.Summary, true, ss.seen()))
+	s.metrics.findings.setCounts(ss.node, counts)
+	if id := summary.RequestId; id != "" {
+		s.answer(id, live(summary, true, ss.seen()))
 	}
-	ss.send(&nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Ack{Ack: &nodediagv1.Ack{Seq: u.Seq}}})
+	ss.send(&nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Ack{Ack: &nodediagv1.Ack{Seq: seq}}})
 	return nil
+}
+
+// summarize decodes u's report (waiting for one of the decoding slots) and
+// returns its summary and finding counts; a report that does not decode is
+// InvalidArgument.
+func (s *Server) summarize(ss *session, u *nodediagv1.UploadRaw, now time.Time) (*nodediagv1.NodeSummary, map[findingKey]int, error) {
+	select {
+	case s.decoding <- struct{}{}:
+	case <-ss.done:
+		return nil, nil, ss.cause
+	}
+	defer func() { <-s.decoding }()
+	r := &nodediagv1.Report{}
+	if err := proto.Unmarshal(u.Report, r); err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "upload %d: malformed report: %v", u.Seq, err)
+	}
+	return Summarize(ss.hello, r, now), findingCounts(r), nil
 }
 
 func validateHello(h *nodediagv1.Hello) error {
@@ -274,13 +304,13 @@ func validateHello(h *nodediagv1.Hello) error {
 }
 
 // kind names the message a oneof holds, for errors.
-func kind(m *nodediagv1.AgentMessage) string {
+func kind(m *nodediagv1.AgentMessageRaw) string {
 	switch m.Msg.(type) {
-	case *nodediagv1.AgentMessage_Upload:
+	case *nodediagv1.AgentMessageRaw_Upload:
 		return "an Upload"
-	case *nodediagv1.AgentMessage_Report:
+	case *nodediagv1.AgentMessageRaw_Report:
 		return "a Report"
-	case *nodediagv1.AgentMessage_Hello:
+	case *nodediagv1.AgentMessageRaw_Hello:
 		return "a Hello"
 	}
 	return "an empty message"

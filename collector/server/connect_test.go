@@ -241,9 +241,16 @@ func TestRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		hello bool
+		msg   []byte
 	}{
-		{name: "malformed first message"},
-		{name: "malformed message after the hello", hello: true},
+		// Field 1 (hello), length-delimited, claiming 200 bytes that
+		// are not there.
+		{name: "malformed first message", msg: []byte{0x0a, 0xc8, 0x01, 0x0a}},
+		{name: "malformed message after the hello", hello: true, msg: []byte{0x0a, 0xc8, 0x01, 0x0a}},
+		// A well-formed Upload (field 3) whose report (its field 2) is
+		// not protobuf: a tag whose varint never ends. The collector
+		// decodes reports after the message (AgentMessageRaw).
+		{name: "malformed report in an upload", hello: true, msg: []byte{0x1a, 0x08, 0x08, 0x01, 0x12, 0x04, 0xff, 0xff, 0xff, 0xff}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := metricValue(t, h.srv.metrics.refused.WithLabelValues(codes.InvalidArgument.String()))
@@ -271,9 +278,7 @@ func TestRefusals(t *testing.T) {
 					t.Fatalf("reply to the raw Hello: %v %v", &m, err)
 				}
 			}
-			// Field 1 (hello), length-delimited, claiming 200 bytes
-			// that are not there.
-			if err := cs.SendMsg([]byte{0x0a, 0xc8, 0x01, 0x0a}); err != nil {
+			if err := cs.SendMsg(tc.msg); err != nil {
 				t.Fatal(err)
 			}
 			err = cs.RecvMsg(&reply)

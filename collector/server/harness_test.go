@@ -149,7 +149,9 @@ func tryConnect(conn *grpc.ClientConn, node string) (*agent, *nodediagv1.Welcome
 		return nil, nil, err
 	}
 	a := &agent{node: node, start: agentStart, stream: stream, cancel: cancel}
-	if err := stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: hello(node)}}); err != nil {
+	// A Send on a stream the server has ended returns io.EOF; the status
+	// is what the next Recv returns.
+	if err := stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: hello(node)}}); err != nil && !errors.Is(err, io.EOF) {
 		cancel()
 		return nil, nil, err
 	}

@@ -121,6 +121,11 @@ const noCategory = "none"
 
 // set makes r the latest report of node.
 func (g *findingsGauge) set(node string, r *nodediagv1.Report) {
+	g.setCounts(node, findingCounts(r))
+}
+
+// findingCounts counts r's findings by category and severity.
+func findingCounts(r *nodediagv1.Report) map[findingKey]int {
 	counts := map[findingKey]int{}
 	for _, f := range r.GetFindings() {
 		k := findingKey{category: f.GetCategory(), severity: f.GetSeverity()}
@@ -129,6 +134,11 @@ func (g *findingsGauge) set(node string, r *nodediagv1.Report) {
 		}
 		counts[k]++
 	}
+	return counts
+}
+
+// setCounts makes counts (of findingCounts) those of node's latest report.
+func (g *findingsGauge) setCounts(node string, counts map[findingKey]int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	changed := map[findingKey]bool{}

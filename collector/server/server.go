@@ -59,6 +59,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -146,6 +147,8 @@ type Server struct {
 	lastSeen map[string]time.Time // nodes whose stream ended
 	sweeps   map[string]*sweep
 	puts     sync.WaitGroup // Store.Puts in flight
+	// decoding bounds the reports decoded at once (see upload).
+	decoding chan struct{}
 	connSeq  uint64
 	// malformed holds the agent messages that did not decode (agentCodec).
 	malformed sync.Map
@@ -186,6 +189,7 @@ func New(o Options) (*Server, error) {
 		agents:   map[string]*session{},
 		lastSeen: map[string]time.Time{},
 		sweeps:   map[string]*sweep{},
+		decoding: make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 	}
 	codec, err := newAgentCodec(&s.malformed)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -186,6 +187,10 @@ type SQLite struct {
 
 	zenc *zstd.Encoder
 	zdec *zstd.Decoder
+	// encoding bounds the Puts encoding at once to the processors: a burst
+	// of thousands of Puts (a sweep) then waits before marshalling, not
+	// with a marshalled copy of its report each, for a zstd encoder.
+	encoding chan struct{}
 
 	// Prepared on wdb; used by the writer goroutine only.
 	insReport, insData, upsertNode, prune *sql.Stmt
@@ -298,7 +303,8 @@ func Open(dir string, opts Options) (*SQLite, error) {
 	}
 	// EncodeAll and DecodeAll are safe for concurrent use; Puts compress
 	// in their own goroutines, in parallel, before queueing.
-	s.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	s.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+	s.encoding = make(chan struct{}, runtime.GOMAXPROCS(0))
 	if err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("store: %w", err)
@@ -456,7 +462,7 @@ func validate(rec *Record) error {
 		return fmt.Errorf("store: put: %w: no summary", ErrInvalidRecord)
 	case rec.Summary.GetNodeName() == "":
 		return fmt.Errorf("store: put: %w: no node name", ErrInvalidRecord)
-	case rec.Report == nil:
+	case rec.Report == nil && len(rec.Encoded) == 0:
 		return fmt.Errorf("store: put %s: %w: no report", rec.Summary.GetNodeName(), ErrInvalidRecord)
 	case rec.Seq > math.MaxInt64:
 		return fmt.Errorf("store: put %s: %w: seq %d out of range", rec.Summary.GetNodeName(), ErrInvalidRecord, rec.Seq)
@@ -480,9 +486,12 @@ func fromUnixNano(n int64) time.Time {
 
 func (s *SQLite) encode(rec *Record) (row, error) {
 	sum := rec.Summary
-	b, err := proto.Marshal(rec.Report)
-	if err != nil {
-		return row{}, fmt.Errorf("store: put %s: encoding the report: %w", sum.GetNodeName(), err)
+	b := rec.Encoded
+	if len(b) == 0 {
+		var err error
+		if b, err = proto.Marshal(rec.Report); err != nil {
+			return row{}, fmt.Errorf("store: put %s: encoding the report: %w", sum.GetNodeName(), err)
+		}
 	}
 	codec, data := int64(codecProto), b
 	if z := s.zenc.EncodeAll(b, make([]byte, 0, len(b)/4)); len(z) < len(b) {
@@ -531,10 +540,20 @@ func (s *SQLite) Put(ctx context.Context, rec *Record) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: put %s: %w", rec.Summary.GetNodeName(), err)
 	}
+	select {
+	case s.encoding <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("store: put %s: waiting to encode: %w", rec.Summary.GetNodeName(), ctx.Err())
+	}
 	r, err := s.encode(rec)
+	<-s.encoding
 	if err != nil {
 		return err
 	}
+	// The report is encoded: nothing below reads rec, so that the decoded
+	// report can be collected while the Put waits for the writer.
+	seq := rec.Seq
+	rec = nil
 	req := &putReq{ctx: ctx, row: r, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
@@ -546,7 +565,7 @@ func (s *SQLite) Put(ctx context.Context, rec *Record) error {
 		s.mu.RUnlock()
 	case <-ctx.Done():
 		s.mu.RUnlock()
-		return fmt.Errorf("store: put %s seq %d: waiting for the writer: %w", r.node, rec.Seq, ctx.Err())
+		return fmt.Errorf("store: put %s seq %d: waiting for the writer: %w", r.node, seq, ctx.Err())
 	}
 	select {
 	case err := <-req.done:
@@ -558,7 +577,7 @@ func (s *SQLite) Put(ctx context.Context, rec *Record) error {
 			return err
 		default:
 		}
-		return fmt.Errorf("store: put %s seq %d: waiting for the commit: %w", r.node, rec.Seq, ctx.Err())
+		return fmt.Errorf("store: put %s seq %d: waiting for the commit: %w", r.node, seq, ctx.Err())
 	}
 }
 

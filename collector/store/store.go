@@ -30,7 +30,12 @@ type Record struct {
 	Seq        uint64
 	// ReceivedAt is when the collector received the report.
 	ReceivedAt time.Time
-	Report     *nodediagv1.Report
+	// Report is the report; Encoded, when set, is its protobuf encoding
+	// as the agent sent it, stored as is instead of encoding Report (which
+	// may then be nil). Records read back always have Report, decoded from
+	// what was stored, and no Encoded.
+	Report  *nodediagv1.Report
+	Encoded []byte
 }
 
 // Store is where reports are kept. Implementations are safe for concurrent

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nodediag/nodediag/agent/host"
@@ -46,11 +45,16 @@ type Options struct {
 	PerConn int
 	// Report is what every agent uploads, with its node name set.
 	Report *nodediagv1.Report
+	// OnAck, when set, is called for every Ack with the agent's node name,
+	// its agent_start and the acknowledged seq (from many goroutines): the
+	// fault tests check that every acknowledged upload is in the store.
+	OnAck func(node string, agentStart time.Time, seq uint64)
 }
 
 // Fleet is a running simulated fleet.
 type Fleet struct {
 	o      Options
+	enc    *encoder
 	conns  []*grpc.ClientConn
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -76,8 +80,12 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	if o.TLS != nil {
 		creds = credentials.NewTLS(o.TLS)
 	}
+	enc, err := newEncoder(o.Report)
+	if err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	f := &Fleet{o: o, cancel: cancel}
+	f := &Fleet{o: o, cancel: cancel, enc: enc}
 	for i := 0; i < o.Agents; i += o.PerConn {
 		c, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
@@ -138,18 +146,19 @@ func (f *Fleet) Stop() {
 // upload, then an upload for each CheckRequest. Acks are counted; the first
 // one signals ready.
 func (f *Fleet) agent(ctx context.Context, conn *grpc.ClientConn, name string, ready chan<- struct{}) error {
-	stream, err := nodediagv1.NewCollectorClient(conn).Connect(ctx)
+	desc := &nodediagv1.Collector_ServiceDesc.Streams[0]
+	stream, err := conn.NewStream(ctx, desc, "/"+nodediagv1.Collector_ServiceDesc.ServiceName+"/"+desc.StreamName, grpc.ForceCodecV2(codec{}))
 	if err != nil {
 		return err
 	}
 	start := timestamppb.Now()
-	if err := stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: &nodediagv1.Hello{
+	if err := stream.SendMsg(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: &nodediagv1.Hello{
 		NodeName: name, Agent: f.o.Report.GetAgent(), MachineId: fmt.Sprintf("%032x", len(name)*7919+int(name[len(name)-1])), AgentStart: start,
 	}}}); err != nil {
 		return err
 	}
-	m, err := stream.Recv()
-	if err != nil {
+	m := &nodediagv1.CollectorMessage{}
+	if err := stream.RecvMsg(m); err != nil {
 		return fmt.Errorf("waiting for Welcome: %w", err)
 	}
 	if m.GetWelcome() == nil {
@@ -158,21 +167,16 @@ func (f *Fleet) agent(ctx context.Context, conn *grpc.ClientConn, name string, r
 	var seq uint64
 	upload := func(requestID, reason string) error {
 		seq++
-		r := proto.Clone(f.o.Report).(*nodediagv1.Report)
-		if r.Host == nil {
-			r.Host = &nodediagv1.HostInfo{}
-		}
-		r.Host.NodeName = name
-		r.RequestId = requestID
 		f.Uploads.Add(1)
-		return stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{Seq: seq, Report: r, Reason: reason}}})
+		return stream.SendMsg(f.enc.upload(seq, name, requestID, reason))
 	}
 	if err := upload("", "connect"); err != nil {
 		return err
 	}
 	first := true
 	for {
-		m, err := stream.Recv()
+		m := &nodediagv1.CollectorMessage{}
+		err := stream.RecvMsg(m)
 		if errors.Is(err, io.EOF) || ctx.Err() != nil {
 			return nil
 		}
@@ -182,6 +186,9 @@ func (f *Fleet) agent(ctx context.Context, conn *grpc.ClientConn, name string, r
 		switch {
 		case m.GetAck() != nil:
 			f.Acked.Add(1)
+			if f.o.OnAck != nil {
+				f.o.OnAck(name, start.AsTime(), m.GetAck().GetSeq())
+			}
 			if first {
 				first = false
 				f.Ready.Add(1)

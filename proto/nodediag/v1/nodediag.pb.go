@@ -5281,6 +5281,172 @@ func (x *Upload) GetReason() string {
 	return ""
 }
 
+// AgentMessageRaw is AgentMessage as the collector receives it: the same
+// field numbers and wire format, with each report left encoded (a bytes
+// field and an embedded message are the same on the wire). The collector
+// decodes a report only when it can process it, a few at a time, and stores
+// the bytes the agent sent: a burst of thousands of uploads waits as
+// thousands of byte slices, not thousands of decoded reports, and fields of
+// a newer agent's report are kept. Agents send AgentMessage.
+type AgentMessageRaw struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*AgentMessageRaw_Hello
+	//	*AgentMessageRaw_Report
+	//	*AgentMessageRaw_Upload
+	Msg           isAgentMessageRaw_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentMessageRaw) Reset() {
+	*x = AgentMessageRaw{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentMessageRaw) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentMessageRaw) ProtoMessage() {}
+
+func (x *AgentMessageRaw) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentMessageRaw.ProtoReflect.Descriptor instead.
+func (*AgentMessageRaw) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *AgentMessageRaw) GetMsg() isAgentMessageRaw_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *AgentMessageRaw) GetHello() *Hello {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessageRaw_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+func (x *AgentMessageRaw) GetReport() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessageRaw_Report); ok {
+			return x.Report
+		}
+	}
+	return nil
+}
+
+func (x *AgentMessageRaw) GetUpload() *UploadRaw {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessageRaw_Upload); ok {
+			return x.Upload
+		}
+	}
+	return nil
+}
+
+type isAgentMessageRaw_Msg interface {
+	isAgentMessageRaw_Msg()
+}
+
+type AgentMessageRaw_Hello struct {
+	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+}
+
+type AgentMessageRaw_Report struct {
+	Report []byte `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
+}
+
+type AgentMessageRaw_Upload struct {
+	Upload *UploadRaw `protobuf:"bytes,3,opt,name=upload,proto3,oneof"`
+}
+
+func (*AgentMessageRaw_Hello) isAgentMessageRaw_Msg() {}
+
+func (*AgentMessageRaw_Report) isAgentMessageRaw_Msg() {}
+
+func (*AgentMessageRaw_Upload) isAgentMessageRaw_Msg() {}
+
+// UploadRaw is Upload with its report encoded (see AgentMessageRaw).
+type UploadRaw struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Report        []byte                 `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadRaw) Reset() {
+	*x = UploadRaw{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadRaw) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadRaw) ProtoMessage() {}
+
+func (x *UploadRaw) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadRaw.ProtoReflect.Descriptor instead.
+func (*UploadRaw) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *UploadRaw) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *UploadRaw) GetReport() []byte {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *UploadRaw) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type CollectorMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -5295,7 +5461,7 @@ type CollectorMessage struct {
 
 func (x *CollectorMessage) Reset() {
 	*x = CollectorMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5473,7 @@ func (x *CollectorMessage) String() string {
 func (*CollectorMessage) ProtoMessage() {}
 
 func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5486,7 @@ func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectorMessage.ProtoReflect.Descriptor instead.
 func (*CollectorMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CollectorMessage) GetMsg() isCollectorMessage_Msg {
@@ -5394,7 +5560,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5572,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5585,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{55}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Welcome) GetNodeName() string {
@@ -5446,7 +5612,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5624,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5637,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{56}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -5491,7 +5657,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +5669,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5516,7 +5682,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{57}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CheckRequest) GetRequestId() string {
@@ -5536,7 +5702,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5548,7 +5714,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5561,7 +5727,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{58}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SweepRequest) GetTimeout() *durationpb.Duration {
@@ -5585,7 +5751,7 @@ type SweepEvent struct {
 
 func (x *SweepEvent) Reset() {
 	*x = SweepEvent{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5763,7 @@ func (x *SweepEvent) String() string {
 func (*SweepEvent) ProtoMessage() {}
 
 func (x *SweepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5776,7 @@ func (x *SweepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepEvent.ProtoReflect.Descriptor instead.
 func (*SweepEvent) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{59}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SweepEvent) GetEvent() isSweepEvent_Event {
@@ -5681,7 +5847,7 @@ type SweepStarted struct {
 
 func (x *SweepStarted) Reset() {
 	*x = SweepStarted{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5693,7 +5859,7 @@ func (x *SweepStarted) String() string {
 func (*SweepStarted) ProtoMessage() {}
 
 func (x *SweepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5706,7 +5872,7 @@ func (x *SweepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStarted.ProtoReflect.Descriptor instead.
 func (*SweepStarted) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SweepStarted) GetRequestId() string {
@@ -5744,7 +5910,7 @@ type SweepDone struct {
 
 func (x *SweepDone) Reset() {
 	*x = SweepDone{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5756,7 +5922,7 @@ func (x *SweepDone) String() string {
 func (*SweepDone) ProtoMessage() {}
 
 func (x *SweepDone) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5769,7 +5935,7 @@ func (x *SweepDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepDone.ProtoReflect.Descriptor instead.
 func (*SweepDone) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SweepDone) GetExpected() int32 {
@@ -5815,7 +5981,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5827,7 +5993,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5840,7 +6006,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
 }
 
 type ListNodesResponse struct {
@@ -5852,7 +6018,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5864,7 +6030,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5877,7 +6043,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeSummary {
@@ -5896,7 +6062,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5908,7 +6074,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5921,7 +6087,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetNodeRequest) GetNodeName() string {
@@ -5958,7 +6124,7 @@ type NodeSummary struct {
 
 func (x *NodeSummary) Reset() {
 	*x = NodeSummary{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5970,7 +6136,7 @@ func (x *NodeSummary) String() string {
 func (*NodeSummary) ProtoMessage() {}
 
 func (x *NodeSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5983,7 +6149,7 @@ func (x *NodeSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSummary.ProtoReflect.Descriptor instead.
 func (*NodeSummary) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *NodeSummary) GetNodeName() string {
@@ -6088,7 +6254,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6100,7 +6266,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6113,7 +6279,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *NodeRecord) GetSummary() *NodeSummary {
@@ -6640,6 +6806,15 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06Upload\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12+\n" +
 	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportR\x06report\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x90\x01\n" +
+	"\x0fAgentMessageRaw\x12*\n" +
+	"\x05hello\x18\x01 \x01(\v2\x12.nodediag.v1.HelloH\x00R\x05hello\x12\x18\n" +
+	"\x06report\x18\x02 \x01(\fH\x00R\x06report\x120\n" +
+	"\x06upload\x18\x03 \x01(\v2\x16.nodediag.v1.UploadRawH\x00R\x06uploadB\x05\n" +
+	"\x03msg\"M\n" +
+	"\tUploadRaw\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06report\x18\x02 \x01(\fR\x06report\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa4\x01\n" +
 	"\x10CollectorMessage\x121\n" +
 	"\x05check\x18\x01 \x01(\v2\x19.nodediag.v1.CheckRequestH\x00R\x05check\x120\n" +
@@ -6721,7 +6896,7 @@ func file_nodediag_v1_nodediag_proto_rawDescGZIP() []byte {
 	return file_nodediag_v1_nodediag_proto_rawDescData
 }
 
-var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*Report)(nil),                // 0: nodediag.v1.Report
 	(*AgentInfo)(nil),             // 1: nodediag.v1.AgentInfo
@@ -6777,22 +6952,24 @@ var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*AgentMessage)(nil),          // 51: nodediag.v1.AgentMessage
 	(*Hello)(nil),                 // 52: nodediag.v1.Hello
 	(*Upload)(nil),                // 53: nodediag.v1.Upload
-	(*CollectorMessage)(nil),      // 54: nodediag.v1.CollectorMessage
-	(*Welcome)(nil),               // 55: nodediag.v1.Welcome
-	(*Ack)(nil),                   // 56: nodediag.v1.Ack
-	(*CheckRequest)(nil),          // 57: nodediag.v1.CheckRequest
-	(*SweepRequest)(nil),          // 58: nodediag.v1.SweepRequest
-	(*SweepEvent)(nil),            // 59: nodediag.v1.SweepEvent
-	(*SweepStarted)(nil),          // 60: nodediag.v1.SweepStarted
-	(*SweepDone)(nil),             // 61: nodediag.v1.SweepDone
-	(*ListNodesRequest)(nil),      // 62: nodediag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 63: nodediag.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),        // 64: nodediag.v1.GetNodeRequest
-	(*NodeSummary)(nil),           // 65: nodediag.v1.NodeSummary
-	(*NodeRecord)(nil),            // 66: nodediag.v1.NodeRecord
-	nil,                           // 67: nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	(*timestamppb.Timestamp)(nil), // 68: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 69: google.protobuf.Duration
+	(*AgentMessageRaw)(nil),       // 54: nodediag.v1.AgentMessageRaw
+	(*UploadRaw)(nil),             // 55: nodediag.v1.UploadRaw
+	(*CollectorMessage)(nil),      // 56: nodediag.v1.CollectorMessage
+	(*Welcome)(nil),               // 57: nodediag.v1.Welcome
+	(*Ack)(nil),                   // 58: nodediag.v1.Ack
+	(*CheckRequest)(nil),          // 59: nodediag.v1.CheckRequest
+	(*SweepRequest)(nil),          // 60: nodediag.v1.SweepRequest
+	(*SweepEvent)(nil),            // 61: nodediag.v1.SweepEvent
+	(*SweepStarted)(nil),          // 62: nodediag.v1.SweepStarted
+	(*SweepDone)(nil),             // 63: nodediag.v1.SweepDone
+	(*ListNodesRequest)(nil),      // 64: nodediag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 65: nodediag.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),        // 66: nodediag.v1.GetNodeRequest
+	(*NodeSummary)(nil),           // 67: nodediag.v1.NodeSummary
+	(*NodeRecord)(nil),            // 68: nodediag.v1.NodeRecord
+	nil,                           // 69: nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	(*timestamppb.Timestamp)(nil), // 70: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 71: google.protobuf.Duration
 }
 var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	1,   // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
@@ -6801,13 +6978,13 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	4,   // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
 	5,   // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
 	7,   // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
-	68,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
-	68,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
-	68,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
+	70,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
+	70,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
+	70,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
 	6,   // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
-	68,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
+	70,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
 	2,   // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
-	68,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
+	70,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
 	8,   // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
 	9,   // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
 	11,  // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
@@ -6831,7 +7008,7 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	13,  // 33: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
 	14,  // 34: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
 	10,  // 35: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
-	67,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	69,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
 	10,  // 37: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
 	10,  // 38: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
 	10,  // 39: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
@@ -6845,34 +7022,34 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	10,  // 47: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
 	10,  // 48: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
 	22,  // 49: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	68,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	68,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	68,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	68,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	70,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	70,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	70,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	70,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
 	24,  // 54: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
 	25,  // 55: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	68,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	68,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	68,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	70,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	70,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	70,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
 	27,  // 59: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
 	29,  // 60: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
 	10,  // 61: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
 	31,  // 62: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	68,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	68,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	70,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	70,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	33,  // 65: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	68,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	70,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
 	36,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
 	37,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
 	24,  // 69: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
 	39,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	68,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	68,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	68,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	68,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	70,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	70,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	70,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	70,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
 	39,  // 75: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	68,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	68,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	70,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	70,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
 	6,   // 78: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
 	10,  // 79: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
 	10,  // 80: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
@@ -6890,49 +7067,51 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	44,  // 92: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
 	45,  // 93: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
 	46,  // 94: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	68,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	68,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	70,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	70,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
 	48,  // 97: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
 	10,  // 98: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
 	50,  // 99: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
 	24,  // 100: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	68,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	70,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
 	24,  // 102: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
 	52,  // 103: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
 	0,   // 104: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
 	53,  // 105: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
 	1,   // 106: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	68,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	70,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
 	0,   // 108: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	57,  // 109: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	55,  // 110: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
-	56,  // 111: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	69,  // 112: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	69,  // 113: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	60,  // 114: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	65,  // 115: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	61,  // 116: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	68,  // 117: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	69,  // 118: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	65,  // 119: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
-	1,   // 120: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	68,  // 121: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	68,  // 122: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	65,  // 123: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
-	0,   // 124: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
-	51,  // 125: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	58,  // 126: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	62,  // 127: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	64,  // 128: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	54,  // 129: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	59,  // 130: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	63,  // 131: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	66,  // 132: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	129, // [129:133] is the sub-list for method output_type
-	125, // [125:129] is the sub-list for method input_type
-	125, // [125:125] is the sub-list for extension type_name
-	125, // [125:125] is the sub-list for extension extendee
-	0,   // [0:125] is the sub-list for field type_name
+	52,  // 109: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
+	55,  // 110: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
+	59,  // 111: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	57,  // 112: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	58,  // 113: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	71,  // 114: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	71,  // 115: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	62,  // 116: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	67,  // 117: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	63,  // 118: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	70,  // 119: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	71,  // 120: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	67,  // 121: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 122: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	70,  // 123: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	70,  // 124: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	67,  // 125: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 126: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	51,  // 127: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	60,  // 128: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	64,  // 129: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	66,  // 130: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	56,  // 131: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	61,  // 132: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	65,  // 133: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	68,  // 134: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	131, // [131:135] is the sub-list for method output_type
+	127, // [127:131] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
@@ -6966,11 +7145,16 @@ func file_nodediag_v1_nodediag_proto_init() {
 		(*AgentMessage_Upload)(nil),
 	}
 	file_nodediag_v1_nodediag_proto_msgTypes[54].OneofWrappers = []any{
+		(*AgentMessageRaw_Hello)(nil),
+		(*AgentMessageRaw_Report)(nil),
+		(*AgentMessageRaw_Upload)(nil),
+	}
+	file_nodediag_v1_nodediag_proto_msgTypes[56].OneofWrappers = []any{
 		(*CollectorMessage_Check)(nil),
 		(*CollectorMessage_Welcome)(nil),
 		(*CollectorMessage_Ack)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[59].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[61].OneofWrappers = []any{
 		(*SweepEvent_Started)(nil),
 		(*SweepEvent_Answer)(nil),
 		(*SweepEvent_Done)(nil),
@@ -6981,7 +7165,7 @@ func file_nodediag_v1_nodediag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodediag_v1_nodediag_proto_rawDesc), len(file_nodediag_v1_nodediag_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
