@@ -34,11 +34,13 @@ check-protos: protos ## fail when the committed generated code differs from the 
 	@git diff --exit-code -- proto/ || { echo "generated code is stale: run make protos and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { git status --porcelain -- proto/; echo "untracked generated files"; exit 1; }
 
-demo: build ## run the agent on every example host shipped in the repo (no cluster needed)
+demo: build ## the agent on every example host, then a fleet on loopback: collector, agents, a sweep (no cluster needed)
 	@./scripts/demo.sh bin/nodediag-agent
+	@./scripts/demo-fleet.sh bin/nodediag bin/nodediag-agent
 
-bench: ## benchmarks: a full check as a process (wall, peak RSS, binary size) beside the manual run-command script, and in process
+bench: ## benchmarks: the agent's full check (process and in process, beside the manual script); the collector's sweep of 1,000 and 10,000 simulated agents
 	go test -run '^$$' -bench . -benchmem -benchtime 10x ./cmd/nodediag-agent ./agent/...
+	go test -run '^$$' -bench Sweep -benchtime 3x -timeout 30m ./cmd/nodediag
 
 hosts: ## regenerate the example hosts of agent/testdata/hosts from hack/genhosts
 	go run ./hack/genhosts

@@ -34,10 +34,15 @@ const usage = `nodediag-agent: names the most likely root cause of a broken Kube
 
 Usage:
   nodediag-agent check [flags]     read the host (read-only), print findings
+  nodediag-agent run --collector HOST:PORT [flags]
+                                   DaemonSet mode: check on an interval and on request,
+                                   stream the reports to a collector
   nodediag-agent version           print the version
 
-Run "nodediag-agent check -h" for the flags of check.
-Exit codes: 0 no finding at error or above, 1 findings at error or above, 2 the agent could not run.
+Run "nodediag-agent check -h" (or "run -h") for the flags of a command.
+Exit codes of check: 0 no finding at error or above, 1 findings at error or above, 2 the agent could not run.
+Exit codes of run: 0 stopped by a signal, or with --once the report acknowledged; 1 with --once the
+report not acknowledged in time (or refused); 2 the agent could not run.
 `
 
 // Run runs the agent with args (without the program name) and returns the
@@ -50,6 +55,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "check":
 		return runCheck(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runRun(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		v := version.Get()
 		fmt.Fprintf(stdout, "nodediag-agent %s\n", v)
@@ -136,31 +143,53 @@ func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
 	default:
 		return nil, fmt.Errorf("--output %q: want text, json or compact", o.output)
 	}
+	c, err := newChecker(o)
+	if err != nil {
+		return nil, err
+	}
+	return c.run(ctx)
+}
+
+// checker is the pipeline of a check with its options validated once: run
+// calls it again and again.
+type checker struct {
+	o      checkOptions
+	runner host.Runner
+	rctx   rules.Context
+	probes []probe.Probe
+	engine *rules.Engine
+}
+
+func newChecker(o checkOptions) (*checker, error) {
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
 	}
-	var runner host.Runner
+	c := &checker{o: o}
 	switch o.exec {
 	case "local":
-		runner = host.Local{}
+		c.runner = host.Local{}
 	case "none":
-		runner = host.NoExec{}
+		c.runner = host.NoExec{}
 	default:
 		return nil, fmt.Errorf("--exec %q: want local or none", o.exec)
 	}
-	rctx, err := ruleContext(o)
-	if err != nil {
+	var err error
+	if c.rctx, err = ruleContext(o); err != nil {
 		return nil, err
 	}
-	ps, err := selectProbes(probes.All(), o.only, o.skip)
-	if err != nil {
+	if c.probes, err = selectProbes(probes.All(), o.only, o.skip); err != nil {
 		return nil, err
 	}
-	engine, err := newEngine(o.rulesDir)
-	if err != nil {
+	if c.engine, err = newEngine(o.rulesDir); err != nil {
 		return nil, err
 	}
-	h, err := host.New(o.root, runner)
+	return c, nil
+}
+
+// run checks the host once, bounded by --timeout.
+func (c *checker) run(ctx context.Context) (*nodediagv1.Report, error) {
+	o, rctx := c.o, c.rctx
+	h, err := host.New(o.root, c.runner)
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +203,11 @@ func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	ev := probe.RunAll(ctx, h, ps)
+	ev := probe.RunAll(ctx, h, c.probes)
 	// The root as the operator named it: reports are compared across
 	// machines, and the process's absolute path says nothing about the node.
 	ev.Host.Root = o.root
-	res := engine.Analyze(ev, rctx)
+	res := c.engine.Analyze(ev, rctx)
 	name := o.nodeName
 	if name == "" {
 		name = os.Getenv("NODE_NAME")
