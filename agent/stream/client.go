@@ -436,7 +436,9 @@ func (r *runner) check(ctx context.Context, reason string, reqs []string) []uint
 			rp = proto.Clone(rep).(*nodediagv1.Report)
 		}
 		rp.RequestId = id
-		u := r.fit(&nodediagv1.Upload{Seq: r.seq.Add(1), Report: rp, Reason: reason})
+		seq := r.seq.Add(1)
+		u := r.fit(&nodediagv1.Upload{Seq: seq, Report: rp, Reason: reason,
+			OriginAgentStart: timestamppb.New(r.o.AgentStart), OriginSeq: seq})
 		if u == nil {
 			continue
 		}
@@ -471,7 +473,7 @@ func (r *runner) fit(u *nodediagv1.Upload) *nodediagv1.Upload {
 	rp.Evidence = nil
 	rp.Gaps = append(rp.Gaps, fmt.Sprintf(
 		"the evidence was left out of the report sent to the collector: the report is %d bytes, the collector accepts %d", size, r.o.MaxMessageBytes))
-	small := &nodediagv1.Upload{Seq: u.Seq, Report: rp, Reason: u.Reason}
+	small := &nodediagv1.Upload{Seq: u.Seq, Report: rp, Reason: u.Reason, OriginAgentStart: u.OriginAgentStart, OriginSeq: u.OriginSeq}
 	if s := proto.Size(small); s > limit {
 		r.log.Error("report too large for the collector even without its evidence; not sent",
 			"seq", u.Seq, "bytes", s, "limit", r.o.MaxMessageBytes)

@@ -568,6 +568,14 @@ func TestSpoolSurvivesRestart(t *testing.T) {
 	if reportName(ups[1]) != "check-101" || ups[1].Upload.Seq != 2 {
 		t.Errorf("second upload: %s seq %d; want check-101 seq 2", reportName(ups[1]), ups[1].Upload.Seq)
 	}
+	// The resent report keeps the identity it was made under, so that a
+	// collector that stored it before the Ack was lost stores it once.
+	if got := ups[0].Upload; got.GetOriginSeq() != 1 || !got.GetOriginAgentStart().AsTime().Equal(o.AgentStart) {
+		t.Errorf("resent upload's origin: seq %d start %v; want seq 1 of the first process (%v)", got.GetOriginSeq(), got.GetOriginAgentStart().AsTime(), o.AgentStart)
+	}
+	if got := ups[1].Upload; got.GetOriginSeq() != 2 || !got.GetOriginAgentStart().AsTime().Equal(o2.AgentStart) {
+		t.Errorf("new upload's origin: seq %d start %v; want its own (2, %v)", got.GetOriginSeq(), got.GetOriginAgentStart().AsTime(), o2.AgentStart)
+	}
 	if files, _ := os.ReadDir(dir); len(files) != 0 {
 		t.Errorf("%d files left in the spool dir after the Acks", len(files))
 	}

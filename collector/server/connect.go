@@ -247,6 +247,10 @@ func (s *Server) upload(ss *session, u *nodediagv1.UploadRaw) error {
 		ReceivedAt: now,
 		Encoded:    u.Report,
 	}
+	if u.OriginSeq != 0 && u.OriginAgentStart != nil {
+		// Sent again by a later agent process: stored once per origin.
+		rec.AgentStart, rec.Seq = u.OriginAgentStart.AsTime(), u.OriginSeq
+	}
 	// Not the stream's context: a Put under way finishes even if the agent
 	// goes away (it will send the report again, and the store keeps it
 	// once).

@@ -129,6 +129,45 @@ func TestResentUploadStoredOnceAckedTwice(t *testing.T) {
 	}
 }
 
+// A report resent by a later agent process (from its spool, renumbered
+// under the new agent_start) carries its origin: the collector stores it
+// once, and acknowledges it under the new seq.
+func TestResentByLaterProcessStoredOncePerOrigin(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	r := report("node-1", "", finding("SwapOn", "node.swap", "warning"))
+	origin := timestamppb.New(time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC))
+	send := func(a *agent, seq uint64) {
+		t.Helper()
+		mustSend(t, a.stream, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{
+			Seq: seq, Report: r, Reason: "connect", OriginAgentStart: origin, OriginSeq: 7,
+		}}})
+		a.expectAck(t, seq)
+	}
+	a, _ := connectAgent(t, h.conn, "node-1")
+	send(a, 7)
+	a.cancel()
+	// A later process (another agent_start) sends it again as its seq 1.
+	stream, cancel := openStream(t, h.dial())
+	later := hello("node-1")
+	later.AgentStart = timestamppb.New(agentStart.Add(time.Hour))
+	mustSend(t, stream, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: later}})
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("waiting for the Welcome: %v %v", m, err)
+	}
+	send(&agent{node: "node-1", start: later.AgentStart.AsTime(), stream: stream, cancel: cancel}, 1)
+
+	hist, err := h.store.History(context.Background(), "node-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 {
+		t.Fatalf("history has %d records, want 1", len(hist))
+	}
+	if hist[0].Seq != 7 || !hist[0].AgentStart.Equal(origin.AsTime()) {
+		t.Errorf("stored as seq %d of %v, want its origin: seq 7 of %v", hist[0].Seq, hist[0].AgentStart, origin.AsTime())
+	}
+}
+
 // rawCodec sends the bytes it is given as they are: a client that sends
 // what is not protobuf.
 type rawCodec struct{}

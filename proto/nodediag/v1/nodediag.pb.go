@@ -5225,9 +5225,18 @@ type Upload struct {
 	Report *Report                `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
 	// Why the agent checked: "connect", "interval", "request" (then
 	// report.request_id is set), "change".
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The identity the report was made under: the agent_start of the process
+	// that made it and the seq it first had. Set by agents on every upload
+	// and kept when a later process sends the report again from its spool
+	// (renumbered under its own agent_start): the collector stores a report
+	// once per (node, origin), so a report stored before its Ack was lost is
+	// not stored twice after an agent restart. Without it, (agent_start, seq)
+	// of the stream is the identity.
+	OriginAgentStart *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=origin_agent_start,json=originAgentStart,proto3" json:"origin_agent_start,omitempty"`
+	OriginSeq        uint64                 `protobuf:"varint,5,opt,name=origin_seq,json=originSeq,proto3" json:"origin_seq,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Upload) Reset() {
@@ -5279,6 +5288,20 @@ func (x *Upload) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Upload) GetOriginAgentStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OriginAgentStart
+	}
+	return nil
+}
+
+func (x *Upload) GetOriginSeq() uint64 {
+	if x != nil {
+		return x.OriginSeq
+	}
+	return 0
 }
 
 // AgentMessageRaw is AgentMessage as the collector receives it: the same
@@ -5388,12 +5411,14 @@ func (*AgentMessageRaw_Upload) isAgentMessageRaw_Msg() {}
 
 // UploadRaw is Upload with its report encoded (see AgentMessageRaw).
 type UploadRaw struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Report        []byte                 `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Seq              uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Report           []byte                 `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	Reason           string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	OriginAgentStart *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=origin_agent_start,json=originAgentStart,proto3" json:"origin_agent_start,omitempty"`
+	OriginSeq        uint64                 `protobuf:"varint,5,opt,name=origin_seq,json=originSeq,proto3" json:"origin_seq,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UploadRaw) Reset() {
@@ -5445,6 +5470,20 @@ func (x *UploadRaw) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *UploadRaw) GetOriginAgentStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OriginAgentStart
+	}
+	return nil
+}
+
+func (x *UploadRaw) GetOriginSeq() uint64 {
+	if x != nil {
+		return x.OriginSeq
+	}
+	return 0
 }
 
 type CollectorMessage struct {
@@ -6802,20 +6841,26 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\vprovider_id\x18\x04 \x01(\tR\n" +
 	"providerId\x12;\n" +
 	"\vagent_start\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"agentStart\"_\n" +
+	"agentStart\"\xc8\x01\n" +
 	"\x06Upload\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12+\n" +
 	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportR\x06report\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x90\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12H\n" +
+	"\x12origin_agent_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10originAgentStart\x12\x1d\n" +
+	"\n" +
+	"origin_seq\x18\x05 \x01(\x04R\toriginSeq\"\x90\x01\n" +
 	"\x0fAgentMessageRaw\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.nodediag.v1.HelloH\x00R\x05hello\x12\x18\n" +
 	"\x06report\x18\x02 \x01(\fH\x00R\x06report\x120\n" +
 	"\x06upload\x18\x03 \x01(\v2\x16.nodediag.v1.UploadRawH\x00R\x06uploadB\x05\n" +
-	"\x03msg\"M\n" +
+	"\x03msg\"\xb6\x01\n" +
 	"\tUploadRaw\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06report\x18\x02 \x01(\fR\x06report\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa4\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12H\n" +
+	"\x12origin_agent_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10originAgentStart\x12\x1d\n" +
+	"\n" +
+	"origin_seq\x18\x05 \x01(\x04R\toriginSeq\"\xa4\x01\n" +
 	"\x10CollectorMessage\x121\n" +
 	"\x05check\x18\x01 \x01(\v2\x19.nodediag.v1.CheckRequestH\x00R\x05check\x120\n" +
 	"\awelcome\x18\x02 \x01(\v2\x14.nodediag.v1.WelcomeH\x00R\awelcome\x12$\n" +
@@ -7081,37 +7126,39 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	1,   // 106: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
 	70,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
 	0,   // 108: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	52,  // 109: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
-	55,  // 110: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
-	59,  // 111: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	57,  // 112: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
-	58,  // 113: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	71,  // 114: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	71,  // 115: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	62,  // 116: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	67,  // 117: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	63,  // 118: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	70,  // 119: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	71,  // 120: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	67,  // 121: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
-	1,   // 122: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	70,  // 123: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	70,  // 124: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	67,  // 125: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
-	0,   // 126: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
-	51,  // 127: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	60,  // 128: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	64,  // 129: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	66,  // 130: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	56,  // 131: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	61,  // 132: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	65,  // 133: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	68,  // 134: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	131, // [131:135] is the sub-list for method output_type
-	127, // [127:131] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	70,  // 109: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
+	52,  // 110: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
+	55,  // 111: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
+	70,  // 112: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
+	59,  // 113: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	57,  // 114: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	58,  // 115: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	71,  // 116: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	71,  // 117: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	62,  // 118: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	67,  // 119: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	63,  // 120: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	70,  // 121: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	71,  // 122: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	67,  // 123: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 124: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	70,  // 125: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	70,  // 126: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	67,  // 127: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 128: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	51,  // 129: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	60,  // 130: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	64,  // 131: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	66,  // 132: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	56,  // 133: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	61,  // 134: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	65,  // 135: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	68,  // 136: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	133, // [133:137] is the sub-list for method output_type
+	129, // [129:133] is the sub-list for method input_type
+	129, // [129:129] is the sub-list for extension type_name
+	129, // [129:129] is the sub-list for extension extendee
+	0,   // [0:129] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
