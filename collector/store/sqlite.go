@@ -180,10 +180,14 @@ type SQLite struct {
 	rdb  *sql.DB // readers: query_only
 	wdb  *sql.DB // the writer's single connection
 
-	mu     sync.RWMutex // guards closed against sends on queue
+	mu     sync.RWMutex // guards closed against sends on queue and new reads
 	closed bool
-	queue  chan *putReq
-	done   chan struct{} // closed when the writer has exited
+	// reads counts the reads (Nodes, Latest, History) under way: Close
+	// waits for them before closing rdb and the zstd decoder they use (a
+	// DecodeAll racing the decoder's Close panics).
+	reads sync.WaitGroup
+	queue chan *putReq
+	done  chan struct{} // closed when the writer has exited
 
 	zenc *zstd.Encoder
 	zdec *zstd.Decoder
@@ -776,12 +780,15 @@ func (sc *summaryScanner) summary() *nodediagv1.NodeSummary {
 	return sum
 }
 
+// readable starts a read: on nil, the caller must call s.reads.Done when
+// it no longer uses rdb or zdec.
 func (s *SQLite) readable() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
+	s.reads.Add(1)
 	return nil
 }
 
@@ -791,6 +798,7 @@ func (s *SQLite) Nodes(ctx context.Context) ([]*nodediagv1.NodeSummary, error) {
 	if err := s.readable(); err != nil {
 		return nil, fmt.Errorf("store: nodes: %w", err)
 	}
+	defer s.reads.Done()
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+summaryCols+`
 		FROM nodes n JOIN reports r ON r.id = n.report_id ORDER BY n.node`)
 	if err != nil {
@@ -850,6 +858,7 @@ func (s *SQLite) Latest(ctx context.Context, node string) (*Record, error) {
 	if err := s.readable(); err != nil {
 		return nil, fmt.Errorf("store: latest %s: %w", node, err)
 	}
+	defer s.reads.Done()
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+recordCols+`
 		FROM nodes n JOIN reports r ON r.id = n.report_id JOIN report_data d ON d.id = r.id
 		WHERE n.node = ?1`, node)
@@ -877,6 +886,7 @@ func (s *SQLite) History(ctx context.Context, node string, limit int) ([]*Record
 	if err := s.readable(); err != nil {
 		return nil, fmt.Errorf("store: history %s: %w", node, err)
 	}
+	defer s.reads.Done()
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
@@ -902,7 +912,8 @@ func (s *SQLite) History(ctx context.Context, node string, limit int) ([]*Record
 }
 
 // Close stops accepting Puts, commits those already queued, answers them,
-// and closes the database. Puts waiting for room in the queue get in first.
+// waits for the reads under way, and closes the database. Puts waiting for
+// room in the queue get in first.
 func (s *SQLite) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -913,6 +924,9 @@ func (s *SQLite) Close() error {
 	close(s.queue)
 	s.mu.Unlock()
 	<-s.done
+	// No read starts once closed is set (readable), so Wait cannot race
+	// an Add from zero.
+	s.reads.Wait()
 	s.zenc.Close()
 	s.zdec.Close()
 	return s.closeDBs()
