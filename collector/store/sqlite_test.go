@@ -969,7 +969,9 @@ func TestCloseAnswersQueuedPuts(t *testing.T) {
 	// report is stored) or ErrClosed, never hangs, never loses a nil one.
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore(t, dir, keepAll)
+	// One node, 400 reports: a history long enough to keep them all.
+	opts := Options{MaxAge: -1, History: 1000}
+	s := openStore(t, dir, opts)
 	var wg sync.WaitGroup
 	results := make(chan error, 400)
 	for seq := uint64(1); seq <= 400; seq++ {
@@ -992,7 +994,7 @@ func TestCloseAnswersQueuedPuts(t *testing.T) {
 	}
 	wg.Wait()
 	close(results)
-	s2 := openStore(t, dir, keepAll)
+	s2 := openStore(t, dir, opts)
 	have := map[string]bool{}
 	for _, r := range history(t, s2, "n", 0) {
 		have[fmt.Sprint(r.Seq)] = true
