@@ -45,9 +45,12 @@
 // and when the kind of error changes, not at each attempt; the end of an
 // outage is logged with its length. Refusals (Unauthenticated,
 // PermissionDenied, InvalidArgument: a certificate or a Hello the
-// collector will not accept; Aborted: another agent reports under the same
-// node name) do not fix themselves: they are logged as errors with a hint,
-// and retried at BackoffMax.
+// collector will not accept; AlreadyExists: another machine's agent holds
+// the node name) do not fix themselves: they are logged as errors with a
+// hint, and retried at BackoffMax. Aborted (this agent's own newer stream
+// replaced this one, or the collector ended it) is retried with the usual
+// backoff, so that no other client can keep an agent away from its node
+// name by making it wait.
 //
 // Memory does not grow with the length of an outage: the spool is bounded
 // (it drops the oldest uploads and says so), the request queue is bounded,
@@ -274,6 +277,9 @@ type runner struct {
 	spool *Spool
 
 	seq atomic.Uint64 // the last seq given
+	// collectorMax is the limit of the collector's latest Welcome when it
+	// is below Options.MaxMessageBytes, else 0.
+	collectorMax atomic.Int64
 
 	// spoolChanged tells the connection that the spool has new uploads.
 	spoolChanged chan struct{}
@@ -459,12 +465,22 @@ func (r *runner) check(ctx context.Context, reason string, reqs []string) []uint
 	return seqs
 }
 
+// maxMessage is the largest message the collector accepts: its Welcome's
+// limit when it said a smaller one than Options.MaxMessageBytes.
+func (r *runner) maxMessage() int {
+	if n := r.collectorMax.Load(); n > 0 {
+		return int(n)
+	}
+	return r.o.MaxMessageBytes
+}
+
 // fit returns u, or u without its report's evidence when u is larger than
 // the collector accepts (the gaps say so), or nil when even that is too
 // large.
 func (r *runner) fit(u *nodediagv1.Upload) *nodediagv1.Upload {
 	// Room for the AgentMessage envelope around the Upload.
-	limit := r.o.MaxMessageBytes - 64
+	max := r.maxMessage()
+	limit := max - 64
 	size := proto.Size(u)
 	if size <= limit {
 		return u
@@ -472,15 +488,15 @@ func (r *runner) fit(u *nodediagv1.Upload) *nodediagv1.Upload {
 	rp := proto.Clone(u.Report).(*nodediagv1.Report)
 	rp.Evidence = nil
 	rp.Gaps = append(rp.Gaps, fmt.Sprintf(
-		"the evidence was left out of the report sent to the collector: the report is %d bytes, the collector accepts %d", size, r.o.MaxMessageBytes))
+		"the evidence was left out of the report sent to the collector: the report is %d bytes, the collector accepts %d", size, max))
 	small := &nodediagv1.Upload{Seq: u.Seq, Report: rp, Reason: u.Reason, OriginAgentStart: u.OriginAgentStart, OriginSeq: u.OriginSeq}
 	if s := proto.Size(small); s > limit {
 		r.log.Error("report too large for the collector even without its evidence; not sent",
-			"seq", u.Seq, "bytes", s, "limit", r.o.MaxMessageBytes)
+			"seq", u.Seq, "bytes", s, "limit", max)
 		return nil
 	}
 	r.log.Warn("report too large for the collector; sending it without its evidence",
-		"seq", u.Seq, "bytes", size, "limit", r.o.MaxMessageBytes)
+		"seq", u.Seq, "bytes", size, "limit", max)
 	return small
 }
 
@@ -563,6 +579,14 @@ func (r *runner) ack(seq uint64) {
 // welcomed applies a Welcome: its interval, and after a reconnection a
 // splayed check.
 func (r *runner) welcomed(w *nodediagv1.Welcome) {
+	if n := w.GetMaxMessageBytes(); n > 0 && n < int64(r.o.MaxMessageBytes) {
+		if int64(r.maxMessage()) != n {
+			r.log.Info("the collector accepts smaller messages; larger reports are sent without their evidence", "max_message_bytes", n)
+		}
+		r.collectorMax.Store(n)
+	} else {
+		r.collectorMax.Store(0)
+	}
 	r.mu.Lock()
 	r.welcomes++
 	now := time.Now()
@@ -683,7 +707,7 @@ func (r *runner) isOnceAcked() bool {
 // isRefusal tells the statuses that retrying will not fix.
 func isRefusal(c codes.Code) bool {
 	switch c {
-	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument, codes.Aborted:
+	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument, codes.AlreadyExists:
 		return true
 	}
 	return false
@@ -698,8 +722,8 @@ func refusalHint(c codes.Code) string {
 		return "the agent's certificate may not report this node: issue a certificate for this node name, or a shared agent certificate"
 	case codes.InvalidArgument:
 		return "the collector rejects the agent's Hello: check --node-name"
-	case codes.Aborted:
-		return "another agent reports under the same node name and the collector keeps the newer stream: give each agent its own --node-name"
+	case codes.AlreadyExists:
+		return "another machine's agent holds this node name at the collector: give each agent its own --node-name (NODE_NAME), and each node its own certificate (nodediag certs --agent NAME)"
 	}
 	return ""
 }
@@ -788,6 +812,10 @@ func (r *runner) session(ctx context.Context) (res sessionResult) {
 	})
 	defer connectTimer.Stop()
 	stopBeforeWelcome := context.AfterFunc(ctx, cancel)
+	// Every return before the Welcome must unregister it, else each failed
+	// attempt of an outage leaves a registration on ctx (for the life of
+	// the process).
+	defer stopBeforeWelcome()
 
 	connectErr := func(err error) error {
 		if timedOut.Load() {
@@ -883,7 +911,13 @@ func (r *runner) session(ctx context.Context) (res sessionResult) {
 			if sent[e.Upload.GetSeq()] {
 				continue
 			}
-			if err := stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: e.Upload}}); err != nil {
+			// Spooled before this collector said its limit: fitted now.
+			u := r.fit(e.Upload)
+			if u == nil {
+				r.spool.Remove(e.Upload.GetSeq())
+				continue
+			}
+			if err := stream.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: u}}); err != nil {
 				select {
 				case res.err = <-recvErr:
 				case <-time.After(closeTimeout):

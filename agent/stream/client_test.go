@@ -604,6 +604,28 @@ func TestOversizeReportLosesEvidence(t *testing.T) {
 	}
 }
 
+// The collector's Welcome says a smaller limit than the agent's own: a
+// report over it is sent without its evidence, and says so.
+func TestWelcomeMessageLimitApplies(t *testing.T) {
+	col := streamtest.Start(t, "127.0.0.1:0", streamtest.Config{MaxMessageBytes: 1000})
+	var c checks
+	var log logBuffer
+	o := testOptions(col.Addr, &c, &log)
+	o.Once = true
+	o.Check = func(ctx context.Context, reason, requestID string) (*nodediagv1.Report, error) {
+		r, err := c.Check(ctx, reason, requestID)
+		r.Evidence.Probes[0].Error = strings.Repeat("x", 2000) // over the collector's 1000 bytes
+		return r, err
+	}
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	r := col.Uploads()[0].Upload.GetReport()
+	if r.Evidence != nil || len(r.Gaps) != 1 || !strings.Contains(r.Gaps[0], "collector accepts 1000") {
+		t.Errorf("report: evidence %v, gaps %q; want no evidence and a gap naming the collector's 1000 bytes", r.Evidence != nil, r.Gaps)
+	}
+}
+
 // Run's end closes the stream from the agent's side: the collector sees the
 // end of the agent's messages (io.EOF), not a cancelled RPC.
 func TestStopClosesStreamCleanly(t *testing.T) {

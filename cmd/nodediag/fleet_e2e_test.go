@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -433,6 +434,10 @@ func TestCollectorKilledMidSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sim.Stop()
+	// An agent that never answers a CheckRequest: the sweep cannot end
+	// before the kill, however fast the others answer.
+	silent := silentAgent(t, f.addr, "silent-node")
+	defer silent()
 
 	// The sweep runs as a process; the collector dies once answers flow.
 	sweep := exec.Command(f.collector, append([]string{"sweep", "--timeout", "60s"}, f.clientFlags("operator")...)...)
@@ -572,3 +577,32 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// silentAgent says Hello as node and then ignores every message: a node
+// that is connected and never answers a sweep. The returned function ends it.
+func silentAgent(t *testing.T, addr, node string) func() {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := nodediagv1.NewCollectorClient(cc).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Hello{Hello: &nodediagv1.Hello{NodeName: node, AgentStart: timestamppb.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("the silent agent's Welcome: %v %v", m, err)
+	}
+	go func() {
+		for {
+			if _, err := s.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); cc.Close() }
+}

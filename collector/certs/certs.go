@@ -140,6 +140,9 @@ func Issue(o Options) (*Set, error) {
 		if !isDNSName(n) {
 			return nil, fmt.Errorf("agent name %q: %s", n, dnsNameRule)
 		}
+		if n == SharedAgentName {
+			return nil, fmt.Errorf("agent name %q is the shared agent certificate's: a collector would take a certificate with that name for the shared one, not bound to a node", n)
+		}
 		if seen[n] {
 			return nil, fmt.Errorf("agent name %q given twice", n)
 		}

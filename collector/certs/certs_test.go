@@ -377,6 +377,7 @@ func TestIssueRejects(t *testing.T) {
 		{"bad server name", func(o *Options) { o.ServerNames = []string{"Not_A_Name"} }, `server name "Not_A_Name"`},
 		{"agent name with a slash", func(o *Options) { o.Agents = []string{"../etc"} }, `agent name "../etc"`},
 		{"agent name twice", func(o *Options) { o.Agents = []string{"a", "a"} }, `agent name "a" given twice`},
+		{"agent named as the shared certificate", func(o *Options) { o.Agents = []string{SharedAgentName} }, "shared agent certificate"},
 		{"CA shorter than leaves", func(o *Options) { o.CAValidity = time.Hour }, "CA's validity (1h0m0s) is shorter"},
 		{"no validity", func(o *Options) { o.Validity = 0 }, "validity must be positive"},
 	} {

@@ -83,6 +83,7 @@ type serveOptions struct {
 	sweepTimeout  time.Duration
 	maxSweep      time.Duration
 	maxMessage    int
+	allowAnyRole  bool
 	logLevel      string
 	logFormat     string
 	shutdownGrace time.Duration
@@ -117,6 +118,7 @@ func newServeCommand() *cobra.Command {
 	fs.DurationVar(&o.agentInterval, "agent-interval", 0, "check interval suggested to agents when they connect (0: each agent keeps its own)")
 	fs.DurationVar(&o.sweepTimeout, "sweep-timeout", server.DefaultSweepTimeout, "how long a sweep waits for answers when the operator gives no --timeout")
 	fs.DurationVar(&o.maxSweep, "max-sweep-timeout", server.DefaultMaxSweepTimeout, "the longest --timeout a sweep may ask for")
+	fs.BoolVar(&o.allowAnyRole, "allow-unlabelled-clients", false, "accept client certificates of --client-ca that carry no nodediag role (O=nodediag:agents or O=nodediag:operators) on both services: for a CA of another PKI")
 	fs.IntVar(&o.maxMessage, "max-message-bytes", server.DefaultMaxMessageBytes, "largest message accepted from a client; a larger one ends its stream with ResourceExhausted")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json (slog)")
@@ -249,13 +251,14 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 		)
 	}
 	opts := server.Options{
-		Store:           st,
-		TLS:             tlsServer,
-		Logger:          log,
-		AgentInterval:   o.agentInterval,
-		SweepTimeout:    o.sweepTimeout,
-		MaxSweepTimeout: o.maxSweep,
-		MaxMessageBytes: o.maxMessage,
+		Store:                  st,
+		TLS:                    tlsServer,
+		Logger:                 log,
+		AgentInterval:          o.agentInterval,
+		SweepTimeout:           o.sweepTimeout,
+		MaxSweepTimeout:        o.maxSweep,
+		MaxMessageBytes:        o.maxMessage,
+		AllowUnlabelledClients: o.allowAnyRole,
 	}
 	if reg != nil {
 		opts.Registerer = reg

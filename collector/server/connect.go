@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,6 +22,11 @@ import (
 // maxNodeName is the longest node name accepted: a Kubernetes node name is
 // a DNS subdomain (253 characters at most).
 const maxNodeName = 253
+
+// maxIdentity bounds the other identity strings of a Hello (machine ID,
+// provider ID, agent version): they are kept for the whole stream and shown
+// in the fleet table.
+const maxIdentity = 1024
 
 type collectorService struct {
 	nodediagv1.UnimplementedCollectorServer
@@ -122,19 +129,19 @@ func (c *collectorService) connect(stream nodediagv1.Collector_ConnectServer) er
 		done:       make(chan struct{}),
 	}
 	ss.touch(now)
-	welcome := &nodediagv1.Welcome{NodeName: hello.NodeName}
+	welcome := &nodediagv1.Welcome{NodeName: hello.NodeName, MaxMessageBytes: int64(s.o.MaxMessageBytes)}
 	if s.o.AgentInterval > 0 {
 		welcome.Interval = durationpb.New(s.o.AgentInterval)
-	}
-	// The Welcome is sent before the session is registered: nothing a
-	// sweep queues can overtake it.
-	if err := stream.Send(&nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Welcome{Welcome: welcome}}); err != nil {
-		return err
 	}
 	if err := s.register(ss); err != nil {
 		return err
 	}
 	defer s.unregister(ss)
+	// The Welcome is the first message: what sweeps queue from now on
+	// waits in ss.out, which this goroutine drains only after it.
+	if err := stream.Send(&nodediagv1.CollectorMessage{Msg: &nodediagv1.CollectorMessage_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
 	s.log.Debug("agent connected", "node", ss.node, "conn", ss.conn, "agent", hello.GetAgent().GetVersion())
 
 	go s.receive(stream, ss)
@@ -247,6 +254,9 @@ func (s *Server) upload(ss *session, u *nodediagv1.UploadRaw) error {
 		ReceivedAt: now,
 		Encoded:    u.Report,
 	}
+	if u.OriginSeq > math.MaxInt64 || u.Seq > math.MaxInt64 {
+		return status.Errorf(codes.InvalidArgument, "upload %d: seq or origin_seq out of range", u.Seq)
+	}
 	if u.OriginSeq != 0 && u.OriginAgentStart != nil {
 		// Sent again by a later agent process: stored once per origin.
 		rec.AgentStart, rec.Seq = u.OriginAgentStart.AsTime(), u.OriginSeq
@@ -294,6 +304,9 @@ func validateHello(h *nodediagv1.Hello) error {
 		return status.Error(codes.InvalidArgument, "the Hello has no node name")
 	case len(h.NodeName) > maxNodeName:
 		return status.Errorf(codes.InvalidArgument, "the node name is longer than %d bytes", maxNodeName)
+	case len(h.MachineId) > maxIdentity || len(h.ProviderId) > maxIdentity ||
+		len(h.GetAgent().GetVersion()) > maxIdentity || len(h.GetAgent().GetRevision()) > maxIdentity:
+		return status.Errorf(codes.InvalidArgument, "the Hello's machine ID, provider ID or agent version is longer than %d bytes", maxIdentity)
 	case h.AgentStart == nil:
 		// Without it, the uploads of a restarted agent (seq from 1
 		// again) would be taken for resends and dropped.
@@ -328,9 +341,17 @@ func (s *Server) register(ss *session) error {
 		s.mu.Unlock()
 		return status.Error(codes.Unavailable, "collector shutting down")
 	}
+	old := s.agents[ss.node]
+	if old != nil && heldElsewhere(old.hello, ss.hello) {
+		s.mu.Unlock()
+		s.log.Warn("refused a connection for a node held by another machine", "node", ss.node,
+			"machine_id", ss.hello.MachineId, "holder_machine_id", old.hello.MachineId)
+		return status.Errorf(codes.AlreadyExists, "node %q is connected from another machine (machine ID %s, this one %s): "+
+			"a node name is held by one machine at a time; give each node its own name (NODE_NAME) and its own certificate (nodediag certs --agent NAME)",
+			ss.node, old.hello.MachineId, ss.hello.MachineId)
+	}
 	s.connSeq++
 	ss.conn = s.connSeq
-	old := s.agents[ss.node]
 	s.agents[ss.node] = ss
 	var asks []string
 	for id, sw := range s.sweeps {
@@ -352,6 +373,17 @@ func (s *Server) register(ss *session) error {
 		}
 	}
 	return nil
+}
+
+// heldElsewhere says whether a node's live stream (opened with held) is
+// another machine's than the Hello of a new stream: both say their machine
+// ID and they differ. The same machine reconnecting replaces its stream (the
+// old one is most often dead without the collector knowing yet); another
+// machine must wait until the holder's stream ends, which keepalive notices
+// within about 40 s when the holder is gone. So a copied certificate cannot
+// push a live agent out of its node name.
+func heldElsewhere(held, hello *nodediagv1.Hello) bool {
+	return held.GetMachineId() != "" && hello.GetMachineId() != "" && held.GetMachineId() != hello.GetMachineId()
 }
 
 func (s *Server) unregister(ss *session) {
@@ -381,7 +413,7 @@ func Summarize(hello *nodediagv1.Hello, r *nodediagv1.Report, receivedAt time.Ti
 		ProviderId: hello.GetProviderId(),
 		Agent:      hello.GetAgent(),
 		ReportedAt: timestamppb.New(receivedAt),
-		RequestId:  r.GetRequestId(),
+		RequestId:  clip(r.GetRequestId(), 128),
 	}
 	if sum.MachineId == "" {
 		sum.MachineId = r.GetHost().GetMachineId()
@@ -391,7 +423,7 @@ func Summarize(hello *nodediagv1.Hello, r *nodediagv1.Report, receivedAt time.Ti
 	}
 	for i, f := range r.GetFindings() {
 		if i == 0 {
-			sum.TopId, sum.TopTitle, sum.TopSeverity = f.Id, f.Title, f.Severity
+			sum.TopId, sum.TopTitle, sum.TopSeverity = clip(f.Id, 128), clip(f.Title, 512), clip(f.Severity, 16)
 		}
 		switch f.Severity {
 		case "error", "critical":
@@ -401,4 +433,17 @@ func Summarize(hello *nodediagv1.Hello, r *nodediagv1.Report, receivedAt time.Ti
 		}
 	}
 	return sum
+}
+
+// clip bounds a string of a summary at n bytes (on a UTF-8 boundary): every
+// fleet listing carries each node's summary, so one node's oversized title
+// must not make the table of the fleet too large to send.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,13 +28,15 @@ func TestWelcome(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		interval time.Duration
+		maxBytes int
 		want     *nodediagv1.Welcome
 	}{
-		{name: "no interval", want: &nodediagv1.Welcome{NodeName: "node-1"}},
-		{name: "interval", interval: 5 * time.Minute, want: &nodediagv1.Welcome{NodeName: "node-1", Interval: durationpb.New(5 * time.Minute)}},
+		{name: "no interval", want: &nodediagv1.Welcome{NodeName: "node-1", MaxMessageBytes: DefaultMaxMessageBytes}},
+		{name: "interval", interval: 5 * time.Minute, want: &nodediagv1.Welcome{NodeName: "node-1", Interval: durationpb.New(5 * time.Minute), MaxMessageBytes: DefaultMaxMessageBytes}},
+		{name: "message limit", maxBytes: 1 << 20, want: &nodediagv1.Welcome{NodeName: "node-1", MaxMessageBytes: 1 << 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, Options{AgentInterval: tc.interval}, nil)
+			h := newHarness(t, Options{AgentInterval: tc.interval, MaxMessageBytes: tc.maxBytes}, nil)
 			_, w := connectAgent(t, h.conn, "node-1")
 			if d := cmp.Diff(tc.want, w, protocmp.Transform()); d != "" {
 				t.Errorf("Welcome (-want +got):\n%s", d)
@@ -204,6 +207,11 @@ func TestRefusals(t *testing.T) {
 	noStart := hello("node-x")
 	noStart.AgentStart = nil
 	spaced := hello("node x")
+	huge := hello("node-x")
+	huge.MachineId = strings.Repeat("m", 4096)
+	// Another machine's agent for a node whose stream is live.
+	otherMachine := hello("node-ok")
+	otherMachine.MachineId = "machine-of-an-impostor"
 	for _, tc := range []struct {
 		name string
 		// send sends what the server refuses; it may first say Hello
@@ -228,6 +236,25 @@ func TestRefusals(t *testing.T) {
 			name: "hello without agent_start",
 			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) { mustSend(t, s, helloMsg(noStart)) },
 			want: codes.InvalidArgument, message: "agent_start",
+		},
+		{
+			name: "hello with a 4 KiB machine ID",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) { mustSend(t, s, helloMsg(huge)) },
+			want: codes.InvalidArgument, message: "longer than",
+		},
+		{
+			name: "node held by another machine",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) { mustSend(t, s, helloMsg(otherMachine)) },
+			want: codes.AlreadyExists, message: "held by one machine at a time",
+		},
+		{
+			name: "upload with an origin_seq out of range",
+			send: func(t *testing.T, s nodediagv1.Collector_ConnectClient) {
+				sayHello(t, s, "node-x")
+				mustSend(t, s, &nodediagv1.AgentMessage{Msg: &nodediagv1.AgentMessage_Upload{Upload: &nodediagv1.Upload{
+					Seq: 1, Report: report("node-x", ""), OriginSeq: 1 << 63, OriginAgentStart: timestamppb.Now()}}})
+			},
+			want: codes.InvalidArgument, message: "out of range",
 		},
 		{
 			name: "node name with a space",
@@ -462,5 +489,23 @@ func TestSummarize(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
 		t.Errorf("Summarize (-want +got):\n%s", d)
+	}
+}
+
+// One node's oversized strings must not swell every fleet listing: the
+// summary keeps a bounded prefix, cut on a UTF-8 boundary.
+func TestSummarizeBoundsStrings(t *testing.T) {
+	title := strings.Repeat("é", 10_000) // 2 bytes each
+	r := report("node-1", strings.Repeat("r", 5000), &nodediagv1.Finding{Id: strings.Repeat("I", 1000), Title: title, Severity: "error"})
+	sum := Summarize(hello("node-1"), r, time.Now())
+	if len(sum.TopTitle) > 512+len("…") || !utf8.ValidString(sum.TopTitle) || !strings.HasPrefix(title, strings.TrimSuffix(sum.TopTitle, "…")) {
+		t.Errorf("top title: %d bytes, valid UTF-8 %v: want a prefix of at most 512 bytes", len(sum.TopTitle), utf8.ValidString(sum.TopTitle))
+	}
+	if len(sum.TopId) > 128+len("…") || len(sum.RequestId) > 128+len("…") {
+		t.Errorf("top id %d bytes, request id %d bytes: want at most 128", len(sum.TopId), len(sum.RequestId))
+	}
+	short := Summarize(hello("node-1"), report("node-1", "sweep-1", finding("SwapOn", "node.swap", "warning")), time.Now())
+	if short.TopId != "SwapOn" || short.RequestId != "sweep-1" {
+		t.Errorf("short strings changed: %q %q", short.TopId, short.RequestId)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodediag/nodediag/collector/store"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -167,7 +169,7 @@ func (f *fleetService) ListNodes(ctx context.Context, _ *nodediagv1.ListNodesReq
 	s := f.s
 	stored, err := s.o.Store.Nodes(ctx)
 	if err != nil {
-		return nil, storeStatus("listing nodes", err)
+		return nil, s.storeStatus("listing nodes", err)
 	}
 	type liveState struct {
 		hello    *nodediagv1.Hello
@@ -219,7 +221,10 @@ func (f *fleetService) GetNode(ctx context.Context, req *nodediagv1.GetNodeReque
 	}
 	rec, err := s.o.Store.Latest(ctx, name)
 	if err != nil {
-		return nil, storeStatus("no report of this node is stored (its agent has not reported to this collector)", err)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, status.Errorf(codes.NotFound, "no report of node %q is stored (its agent has not reported to this collector)", name)
+		}
+		return nil, s.storeStatus("reading the node's report", err)
 	}
 	s.mu.RLock()
 	ss := s.agents[name]

@@ -292,9 +292,15 @@ func TestListNodes(t *testing.T) {
 }
 
 // waitFor polls cond until it holds (the test's own timeout bounds it).
+// waitFor polls cond until it holds; a minute without it fails the test
+// (a regression must fail here, not hang until the package's timeout).
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition waited for did not hold within a minute")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }

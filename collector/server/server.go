@@ -28,7 +28,10 @@
 //     the operators' is refused on Fleet with PermissionDenied (a node's
 //     key must not read the fleet or start sweeps), and an operator's
 //     certificate that is not also an agent's is refused on Collector.
-//     Certificates with neither organization (another PKI) may call both.
+//     A certificate with neither organization is refused with
+//     PermissionDenied, unless Options.AllowUnlabelledClients (serve
+//     --allow-unlabelled-clients: a client CA of another PKI whose
+//     certificates carry no nodediag role) lets it call both.
 //   - Identity binding: an agent certificate for one node (O=nodediag:agents
 //     and a common name other than the shared "nodediag-agent", as `nodediag
 //     certs --agent NAME` issues) may only say Hello for that node (its CN
@@ -42,9 +45,10 @@
 //     connection quiet for 30 s and closes it when the ping is not answered
 //     in 10 s, so a vanished node shows as disconnected within ~40 s.
 //   - Shutdown ends every stream with Unavailable ("collector shutting
-//     down"), lets the Puts in flight finish (their acks are sent when the
-//     stream is still up; else the agents send the reports again), and
-//     ends sweeps with Unavailable after the answers streamed so far.
+//     down"), lets the Puts in flight finish (their reports are stored but
+//     not acknowledged: the stream has ended, and the agents send them
+//     again to the next collector, which keeps them once), and ends sweeps
+//     with Unavailable after the answers streamed so far.
 //
 // The findings metric counts the latest report of each node received since
 // the process started: after a restart it fills up again as agents
@@ -130,6 +134,9 @@ type Options struct {
 	SendQueue int
 	// PutTimeout bounds one Store.Put (DefaultPutTimeout).
 	PutTimeout time.Duration
+	// AllowUnlabelledClients accepts client certificates that carry
+	// neither nodediag role (see the package comment) on both services.
+	AllowUnlabelledClients bool
 }
 
 // Server is the collector: the Collector and Fleet services on one gRPC
@@ -336,6 +343,9 @@ func (s *Server) authenticate(ctx context.Context, info *tap.Info) (context.Cont
 	}
 	id := identityOf(leaf)
 	switch {
+	case !id.agent && !id.operator && !s.o.AllowUnlabelledClients:
+		s.metrics.refused.WithLabelValues(codes.PermissionDenied.String()).Inc()
+		return nil, status.Errorf(codes.PermissionDenied, "%s has no nodediag role: agents need O=%s, operators O=%s in their certificate's subject (nodediag certs issues both; serve --allow-unlabelled-clients accepts any certificate of --client-ca)", tlsconfig.Describe(leaf), certs.AgentOrganization, certs.OperatorOrganization)
 	case strings.HasPrefix(info.FullMethodName, fleetPrefix) && id.agent && !id.operator:
 		s.metrics.refused.WithLabelValues(codes.PermissionDenied.String()).Inc()
 		return nil, status.Errorf(codes.PermissionDenied, "%s is an agent's (O=%s): the fleet service needs an operator's certificate (O=%s)", tlsconfig.Describe(leaf), certs.AgentOrganization, certs.OperatorOrganization)
@@ -365,15 +375,20 @@ func recvStatus(err error) error {
 	return st.Err()
 }
 
-// storeStatus converts a store error at the boundary.
-func storeStatus(what string, err error) error {
+// storeStatus converts a store error at the boundary. The store's own
+// message (it names the database file) goes to the collector's log, not to
+// the client.
+func (s *Server) storeStatus(what string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return status.Errorf(codes.NotFound, "%s: %v", what, err)
+		return status.Errorf(codes.NotFound, "%s: not found", what)
+	case errors.Is(err, store.ErrClosed):
+		return status.Errorf(codes.Unavailable, "%s: the collector is shutting down", what)
 	case errors.Is(err, context.Canceled):
-		return status.Errorf(codes.Canceled, "%s: %v", what, err)
+		return status.Errorf(codes.Canceled, "%s: canceled", what)
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", what, err)
+		return status.Errorf(codes.DeadlineExceeded, "%s: the store did not answer in time", what)
 	}
-	return status.Errorf(codes.Internal, "%s: %v", what, err)
+	s.log.Error("store error", "op", what, "err", err)
+	return status.Errorf(codes.Internal, "%s: the collector's store failed (its log says why)", what)
 }

@@ -2,9 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"log/slog"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -100,6 +106,7 @@ func TestMutualTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 
+	unlabelledCert, unlabelledKey := unlabelledClient(t, dir)
 	agentConn := client(t, f(dir, "agents/node-a.crt"), f(dir, "agents/node-a.key"), f(dir, "ca.crt"))
 	operatorConn := client(t, f(dir, "operator.crt"), f(dir, "operator.key"), f(dir, "ca.crt"))
 	healthy := join(t, agentConn, "node-a")
@@ -138,6 +145,13 @@ func TestMutualTLS(t *testing.T) {
 				return listNodes(client(t, f(other, "operator.crt"), f(other, "operator.key"), f(dir, "ca.crt")))
 			},
 			want: codes.Unauthenticated, message: "not trusted",
+		},
+		{
+			name: "certificate of the CA without a nodediag role",
+			call: func(t *testing.T) error {
+				return listNodes(client(t, unlabelledCert, unlabelledKey, f(dir, "ca.crt")))
+			},
+			want: codes.PermissionDenied, message: "no nodediag role",
 		},
 		{
 			name:    "agent certificate on the fleet service",
@@ -181,4 +195,47 @@ func TestMutualTLS(t *testing.T) {
 	if len(resp.Nodes) != 1 || resp.Nodes[0].NodeName != "node-a" || !resp.Nodes[0].Connected {
 		t.Errorf("ListNodes as the operator: %v", resp.Nodes)
 	}
+}
+
+// unlabelledClient issues, with the CA of dir, a client certificate whose
+// subject has no organization: what another workload of a shared CA holds.
+func unlabelledClient(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	ca, err := tls.LoadX509KeyPair(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(4242),
+		Subject:      pkix.Name{CommonName: "some-other-workload"},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, ca.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	certFile, keyFile = filepath.Join(out, "other.crt"), filepath.Join(out, "other.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

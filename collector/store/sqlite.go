@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -268,6 +269,17 @@ func Open(dir string, opts Options) (*SQLite, error) {
 	path := filepath.Join(dir, FileName)
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("store: %s: %w: %s, not a file", path, ErrNotStore, fi.Mode().Type())
+	} else if errors.Is(err, fs.ErrNotExist) {
+		// Created 0600 before SQLite opens it: SQLite gives the -wal and
+		// -shm files the database's mode, and the reports carry every
+		// node's evidence.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		if f != nil {
+			f.Close()
+		}
 	}
 	sync := "FULL"
 	if opts.Durability == ProcessCrash {
@@ -292,6 +304,14 @@ func Open(dir string, opts Options) (*SQLite, error) {
 	if err := s.setup(); err != nil {
 		wdb.Close()
 		return nil, err
+	}
+	// The file is ours: readable by its owner only, whatever made it
+	// (an older version, a copy).
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			wdb.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
 	}
 	rdb, err := sql.Open("sqlite", u+common+"&_pragma=query_only(1)")
 	if err != nil {

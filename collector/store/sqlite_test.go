@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -1376,4 +1377,45 @@ func TestConnectionSettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The database and its companions are the owner's only, also in a data
+// directory that others may list, and also when an earlier version left
+// the file readable.
+func TestDatabaseFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dir, keepAll)
+	if err := s.Put(context.Background(), testRecord("n", 1)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, name := range []string{FileName, FileName + "-wal", FileName + "-shm"} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := fi.Mode().Perm(); perm != 0o600 {
+				t.Errorf("%s: %s is %v, want 0600", when, name, perm)
+			}
+		}
+	}
+	check("new store")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, FileName), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openStore(t, dir, keepAll)
+	if err := s2.Put(context.Background(), testRecord("n", 2)); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened 0644 file")
 }

@@ -34,6 +34,9 @@ type Config struct {
 	Refuse error
 	// NoAck withholds the Acks.
 	NoAck bool
+	// MaxMessageBytes is said in each Welcome (nothing when zero); the
+	// test collector itself accepts any size.
+	MaxMessageBytes int64
 	// TLS serves TLS (mutual when it asks for client certificates);
 	// plaintext when nil.
 	TLS *tls.Config
@@ -133,7 +136,7 @@ func (c *Collector) Connect(stream nodediagv1.Collector_ConnectServer) error {
 	if c.cfg.Refuse != nil {
 		return c.cfg.Refuse
 	}
-	w := &nodediagv1.Welcome{NodeName: hello.NodeName}
+	w := &nodediagv1.Welcome{NodeName: hello.NodeName, MaxMessageBytes: c.cfg.MaxMessageBytes}
 	if c.cfg.Interval > 0 {
 		w.Interval = durationpb.New(c.cfg.Interval)
 	}

@@ -5592,9 +5592,13 @@ type Welcome struct {
 	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// The collector's suggestion for the agent's check interval; zero leaves
 	// the agent's own.
-	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Interval *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	// The largest message the collector accepts (its --max-message-bytes):
+	// an agent sends a larger report without its evidence, saying so in a gap,
+	// rather than have it refused again and again.
+	MaxMessageBytes int64 `protobuf:"varint,3,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -5639,6 +5643,13 @@ func (x *Welcome) GetInterval() *durationpb.Duration {
 		return x.Interval
 	}
 	return nil
+}
+
+func (x *Welcome) GetMaxMessageBytes() int64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 // Ack says that the upload with this seq is stored: the agent may forget it.
@@ -6865,10 +6876,11 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x05check\x18\x01 \x01(\v2\x19.nodediag.v1.CheckRequestH\x00R\x05check\x120\n" +
 	"\awelcome\x18\x02 \x01(\v2\x14.nodediag.v1.WelcomeH\x00R\awelcome\x12$\n" +
 	"\x03ack\x18\x03 \x01(\v2\x10.nodediag.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"]\n" +
+	"\x03msg\"\x89\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x125\n" +
-	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x17\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12*\n" +
+	"\x11max_message_bytes\x18\x03 \x01(\x03R\x0fmaxMessageBytes\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"-\n" +
 	"\fCheckRequest\x12\x1d\n" +
