@@ -264,6 +264,10 @@ func (s *Spool) Add(u *nodediagv1.Upload) *Entry {
 	defer s.mu.Unlock()
 	e.n = s.next
 	s.next++
+	// The bounds first, then the new file: the directory never holds more
+	// uploads than the bounds allow, even for a moment.
+	s.entries = append(s.entries, e)
+	s.enforceLocked()
 	if s.dir != "" && err == nil {
 		name := fmt.Sprintf("%s%020d%s", spoolPrefix, e.n, spoolSuffix)
 		if werr := writeAtomic(s.dir, name, b); werr != nil {
@@ -276,8 +280,6 @@ func (s *Spool) Add(u *nodediagv1.Upload) *Entry {
 			s.warned = false
 		}
 	}
-	s.entries = append(s.entries, e)
-	s.enforceLocked()
 	return e
 }
 
