@@ -53,3 +53,7 @@ clean:
 
 help: ## this list
 	@awk -F':.*## ' '/^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: testbin
+testbin: ## kube-apiserver and etcd for the Cluster API tests, built into .testbin/ from the Go module proxy (no-op when up to date)
+	hack/testbin/build.sh
