@@ -22,6 +22,11 @@ import (
 // spec.controlPlaneRef, status.nodeRef).
 type Ref struct {
 	APIVersion, Kind, Namespace, Name string
+	// APIGroup is the referenced kind's group: v1beta2 references carry
+	// only apiGroup (no version, resolved through discovery), v1beta1 ones
+	// apiVersion, from which the reader fills APIGroup too. Empty for the
+	// core group (Node).
+	APIGroup string
 }
 
 // IsZero says whether the reference is empty.
@@ -139,6 +144,9 @@ type MachinePool struct {
 	InfraRef    Ref
 	// ProviderIDs are spec.providerIDList.
 	ProviderIDs []string
+	// Infra is the object InfraRef names (AzureMachinePool, ...), when
+	// read.
+	Infra *InfraMachine
 }
 
 // MachineHealthCheck is a cluster.x-k8s.io MachineHealthCheck.
@@ -192,8 +200,11 @@ type Cluster struct {
 	// condition (v1beta1).
 	ControlPlaneInitialized bool
 
-	Infra               *Object // AzureCluster, ...
-	ControlPlane        *KubeadmControlPlane
+	Infra        *Object // AzureCluster, ...
+	ControlPlane *KubeadmControlPlane
+	// OtherControlPlane is the object ControlPlaneRef names when it is not
+	// a KubeadmControlPlane (another control plane provider).
+	OtherControlPlane   *Object
 	Machines            []*Machine
 	MachineSets         []*MachineSet
 	MachineDeployments  []*MachineDeployment
@@ -228,5 +239,10 @@ type ReadProblem struct {
 	// NotServed: the API server does not serve the resource (the
 	// provider's CRDs are not installed).
 	NotServed bool
-	Err       string
+	// NotFound: the object named by a reference (Name) does not exist.
+	NotFound bool
+	// Name is the object ("namespace/name") when the problem is about one
+	// object rather than a list.
+	Name string
+	Err  string
 }

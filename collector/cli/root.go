@@ -34,6 +34,8 @@ func NewRootCommand() *cobra.Command {
 		newSweepCommand(),
 		newNodesCommand(),
 		newNodeCommand(),
+		newDiagnoseCommand(),
+		newDescribeCommand(),
 		newVersionCommand(),
 	)
 	return root
