@@ -34,9 +34,10 @@ check-protos: protos ## fail when the committed generated code differs from the 
 	@git diff --exit-code -- proto/ || { echo "generated code is stale: run make protos and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { git status --porcelain -- proto/; echo "untracked generated files"; exit 1; }
 
-demo: build ## the agent on every example host, then a fleet on loopback: collector, agents, a sweep (no cluster needed)
+demo: build ## the agent on every example host, a fleet on loopback (collector, agents, a sweep), then a Cluster API diagnosis when `make testbin` was run
 	@./scripts/demo.sh bin/nodediag-agent
 	@./scripts/demo-fleet.sh bin/nodediag bin/nodediag-agent
+	@./scripts/demo-cluster.sh bin/nodediag bin/nodediag-agent
 
 bench: ## benchmarks: the agent's full check (process and in process, beside the manual script); the collector's sweep of 1,000 and 10,000 simulated agents
 	go test -run '^$$' -bench . -benchmem -benchtime 10x ./cmd/nodediag-agent ./agent/...

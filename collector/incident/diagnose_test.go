@@ -575,3 +575,29 @@ func TestInputsUnchangedAndCache(t *testing.T) {
 		t.Errorf("cached diagnosis differs (-first +second):\n%s", d)
 	}
 }
+
+// A control plane with all its replicas ready whose Machines do not carry
+// the pod-health conditions (an older KCP, a status not yet written) is not
+// "waiting for preflight": an absent condition is not a failed one.
+func TestKCPReadyWithoutPodConditionsIsNotPreflight(t *testing.T) {
+	cp := machine("capz-e2e-control-plane-abcde", cpVM, "Running", "v1.32.3", true)
+	cp.Conditions = []capi.Condition{{Type: "Ready", Status: "True"}, {Type: "NodeHealthy", Status: "True"}}
+	w := machine("capz-e2e-md-0-5c8d7-x1y2z", workerVM, "Running", "v1.32.3", false)
+	inc := diagnose(t, cluster(cp, w), nodeReport(t, "healthy-control-plane"), nodeReport(t, "healthy-worker"))
+	for _, f := range inc.Findings {
+		if f.ID == IDKCPPreflightWaiting {
+			t.Errorf("KCP 1/1 ready without pod conditions: %s: %s", f.Key, f.Title)
+		}
+	}
+	// Short of replicas, the absent conditions count again.
+	c := cluster(cp, w)
+	c.ControlPlane.Replicas.Desired = 3
+	inc = diagnose(t, c, nodeReport(t, "healthy-control-plane"), nodeReport(t, "healthy-worker"))
+	found := false
+	for _, f := range inc.Findings {
+		found = found || f.ID == IDKCPPreflightWaiting
+	}
+	if !found {
+		t.Error("KCP 1/3 ready with Machines lacking pod conditions: no KCPPreflightWaiting")
+	}
+}

@@ -310,9 +310,15 @@ func (d *diag) ruleControlPlane() {
 			continue // no node yet: it cannot have pod conditions.
 		}
 		var missing []string
+		// An absent condition says nothing while the control plane has
+		// all its replicas ready (older KCPs, or a status not yet
+		// written); it counts only while KCP is short of ready replicas.
+		short := kcp.Replicas.Ready < kcp.Replicas.Desired
 		for _, t := range kcpPodConditions {
 			if c, ok := s.m.Condition(t); !ok {
-				missing = append(missing, t+" (absent)")
+				if short {
+					missing = append(missing, t+" (absent)")
+				}
 			} else if c.Status != "True" {
 				missing = append(missing, fmt.Sprintf("%s=%s %s", t, c.Status, c.Reason))
 			}
