@@ -305,15 +305,32 @@ func (d *diag) ruleControlPlane() {
 		}
 	}
 	var lacking []*mstate
+	// An absent condition says nothing while the control plane has all its
+	// replicas ready (older KCPs, or a status not yet written); it counts
+	// only while KCP is short of ready replicas.
+	short := kcp.Replicas.Ready < kcp.Replicas.Desired
+	named := func(m *capi.Machine) bool {
+		for _, list := range [][]capi.Condition{kcp.Conditions, kcp.V1Beta1Conditions} {
+			for _, c := range list {
+				if strings.Contains(c.Message, m.Name) {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	for _, s := range cps {
 		if s.m.NodeRef.Name == "" && s.m.Phase != "Running" {
-			continue // no node yet: it cannot have pod conditions.
+			// No Node yet, so no pod conditions: while KCP is short of
+			// ready replicas (or names it), it is a Machine KCP waits
+			// for, and its node's report says why.
+			if short || named(s.m) {
+				lacking = append(lacking, s)
+				ev = append(ev, Evidence{Source: objName(&s.m.Object) + " status", Excerpt: fmt.Sprintf("no Node yet (phase %s)", s.m.Phase)})
+			}
+			continue
 		}
 		var missing []string
-		// An absent condition says nothing while the control plane has
-		// all its replicas ready (older KCPs, or a status not yet
-		// written); it counts only while KCP is short of ready replicas.
-		short := kcp.Replicas.Ready < kcp.Replicas.Desired
 		for _, t := range kcpPodConditions {
 			if c, ok := s.m.Condition(t); !ok {
 				if short {
@@ -350,7 +367,14 @@ func (d *diag) ruleControlPlane() {
 	} else {
 		f.Confidence, f.ConfidenceReason = rules.Medium, "KCP's status says what it waits for, but no control plane node report says why"
 		if len(lacking) > 0 {
-			f.MissingEvidence = fmt.Sprintf("the control plane node's evidence (kubelet, containerd, image pulls): `%s`", d.vmCommand(lacking[0].m))
+			target := lacking[0]
+			for _, s := range lacking {
+				if s.Node == nil {
+					target = s // a Machine whose node has not reported
+					break
+				}
+			}
+			f.MissingEvidence = fmt.Sprintf("the control plane node's evidence (kubelet, containerd, image pulls): `%s`", d.vmCommand(target.m))
 		}
 	}
 }
