@@ -46,29 +46,29 @@ func required(re *syntax.Regexp) []string {
 		}
 		return nil
 	case syntax.OpConcat:
-		// The longest literal run of the concatenation, else the best
-		// requirement of one of its parts.
+		// Every part's requirement is one of the concatenation's, and so is
+		// each run of literals: keep the best (see better).
 		var best []string
 		var run strings.Builder
-		flush := func() {
-			if run.Len() > 0 && (best == nil || (len(best) == 1 && run.Len() > len(best[0]))) {
-				best = []string{run.String()}
+		consider := func(r []string) {
+			if r != nil && better(r, best) {
+				best = r
 			}
-			run.Reset()
 		}
 		for _, sub := range re.Sub {
 			if sub.Op == syntax.OpLiteral {
 				run.WriteString(strings.ToLower(string(sub.Rune)))
 				continue
 			}
-			flush()
-			if r := required(sub); r != nil && best == nil {
-				best = r
-			} else if r != nil && len(r) == 1 && len(best) == 1 && len(r[0]) > len(best[0]) {
-				best = r
+			if run.Len() > 0 {
+				consider([]string{run.String()})
+				run.Reset()
 			}
+			consider(required(sub))
 		}
-		flush()
+		if run.Len() > 0 {
+			consider([]string{run.String()})
+		}
 		return best
 	case syntax.OpAlternate:
 		var all []string
@@ -113,4 +113,26 @@ func mayMatch(hints []string, lower string, ascii bool) bool {
 		}
 	}
 	return false
+}
+
+// better says whether requirement a filters better than b: its shortest
+// literal is longer (a set is as selective as its weakest member), or as
+// long with fewer literals to look for.
+func better(a, b []string) bool {
+	if b == nil {
+		return true
+	}
+	shortest := func(ls []string) int {
+		n := -1
+		for _, l := range ls {
+			if n < 0 || len(l) < n {
+				n = len(l)
+			}
+		}
+		return n
+	}
+	if sa, sb := shortest(a), shortest(b); sa != sb {
+		return sa > sb
+	}
+	return len(a) < len(b)
 }

@@ -20,6 +20,12 @@ func TestRequiredLiterals(t *testing.T) {
 		{`a|bc`, nil}, // too short to help
 		{`(?:x509)?cert`, []string{"cert"}},
 		{`.*`, nil},
+		// A part whose own requirement has a short member ("c" of
+		// cannot|could) loses to a longer literal run of the same
+		// concatenation: every branch of the disk signature then keeps
+		// its "no space left on device".
+		{`(?:failed to|cannot|could not) [^:]*: no space left on device`, []string{": no space left on device"}},
+		{`(?i)(?:'[^']+': no space left on device|(?:failed to|cannot) [^:]*: no space left on device)`, []string{"': no space left on device", ": no space left on device"}},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, requiredLiterals(tt.pattern)); diff != "" {
