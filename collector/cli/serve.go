@@ -84,6 +84,7 @@ type serveOptions struct {
 	maxSweep      time.Duration
 	maxMessage    int
 	allowAnyRole  bool
+	maxAgents     int
 	logLevel      string
 	logFormat     string
 	shutdownGrace time.Duration
@@ -119,6 +120,7 @@ func newServeCommand() *cobra.Command {
 	fs.DurationVar(&o.sweepTimeout, "sweep-timeout", server.DefaultSweepTimeout, "how long a sweep waits for answers when the operator gives no --timeout")
 	fs.DurationVar(&o.maxSweep, "max-sweep-timeout", server.DefaultMaxSweepTimeout, "the longest --timeout a sweep may ask for")
 	fs.BoolVar(&o.allowAnyRole, "allow-unlabelled-clients", false, "accept client certificates of --client-ca that carry no nodediag role (O=nodediag:agents or O=nodediag:operators) on both services: for a CA of another PKI")
+	fs.IntVar(&o.maxAgents, "max-agents", server.DefaultMaxAgents, "the most agent streams served at once; one more is refused with ResourceExhausted")
 	fs.IntVar(&o.maxMessage, "max-message-bytes", server.DefaultMaxMessageBytes, "largest message accepted from a client; a larger one ends its stream with ResourceExhausted")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json (slog)")
@@ -259,6 +261,7 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 		MaxSweepTimeout:        o.maxSweep,
 		MaxMessageBytes:        o.maxMessage,
 		AllowUnlabelledClients: o.allowAnyRole,
+		MaxAgents:              o.maxAgents,
 	}
 	if reg != nil {
 		opts.Registerer = reg

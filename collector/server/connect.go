@@ -342,6 +342,11 @@ func (s *Server) register(ss *session) error {
 		return status.Error(codes.Unavailable, "collector shutting down")
 	}
 	old := s.agents[ss.node]
+	if old == nil && len(s.agents) >= s.o.MaxAgents {
+		s.mu.Unlock()
+		s.log.Warn("refused an agent: the collector serves its maximum of agents", "node", ss.node, "max_agents", s.o.MaxAgents)
+		return status.Errorf(codes.ResourceExhausted, "the collector serves %d agents, its maximum (serve --max-agents): node %q is not accepted", s.o.MaxAgents, ss.node)
+	}
 	if old != nil && heldElsewhere(old.hello, ss.hello) {
 		s.mu.Unlock()
 		s.log.Warn("refused a connection for a node held by another machine", "node", ss.node,

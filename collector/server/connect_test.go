@@ -509,3 +509,25 @@ func TestSummarizeBoundsStrings(t *testing.T) {
 		t.Errorf("short strings changed: %q %q", short.TopId, short.RequestId)
 	}
 }
+
+// The collector serves at most MaxAgents streams: one more is refused with
+// ResourceExhausted, a node already connected may still replace its
+// stream, and a freed place is taken again.
+func TestMaxAgents(t *testing.T) {
+	h := newHarness(t, Options{MaxAgents: 2}, nil)
+	join(t, h.conn, "node-1")
+	b := join(t, h.conn, "node-2")
+	if _, _, err := tryConnect(h.dial(), "node-3"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "maximum") {
+		t.Fatalf("a third agent with MaxAgents 2: %v, want ResourceExhausted", err)
+	}
+	// node-1 reconnecting replaces its own stream: not a new agent.
+	join(t, h.dial(), "node-1")
+	b.cancel()
+	waitFor(t, func() bool {
+		a, _, err := tryConnect(h.dial(), "node-3")
+		if err == nil {
+			a.cancel()
+		}
+		return err == nil
+	})
+}

@@ -91,6 +91,7 @@ const (
 	DefaultMaxSweepTimeout = 30 * time.Minute
 	DefaultSendQueue       = 16
 	DefaultPutTimeout      = 30 * time.Second
+	DefaultMaxAgents       = 50000
 )
 
 // Keepalive figures (see the package comment). Agents must set their
@@ -137,6 +138,11 @@ type Options struct {
 	// AllowUnlabelledClients accepts client certificates that carry
 	// neither nodediag role (see the package comment) on both services.
 	AllowUnlabelledClients bool
+	// MaxAgents bounds the agent streams open at once (DefaultMaxAgents):
+	// one more is refused with ResourceExhausted, so that a client with a
+	// valid certificate cannot grow the collector without bound by saying
+	// Hello under ever new node names.
+	MaxAgents int
 }
 
 // Server is the collector: the Collector and Fleet services on one gRPC
@@ -183,6 +189,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.PutTimeout <= 0 {
 		o.PutTimeout = DefaultPutTimeout
+	}
+	if o.MaxAgents <= 0 {
+		o.MaxAgents = DefaultMaxAgents
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
