@@ -27,6 +27,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -135,18 +136,8 @@ func Issue(o Options) (*Set, error) {
 			return nil, fmt.Errorf("server name %q: %s", n, dnsNameRule)
 		}
 	}
-	seen := map[string]bool{}
-	for _, n := range o.Agents {
-		if !isDNSName(n) {
-			return nil, fmt.Errorf("agent name %q: %s", n, dnsNameRule)
-		}
-		if n == SharedAgentName {
-			return nil, fmt.Errorf("agent name %q is the shared agent certificate's: a collector would take a certificate with that name for the shared one, not bound to a node", n)
-		}
-		if seen[n] {
-			return nil, fmt.Errorf("agent name %q given twice", n)
-		}
-		seen[n] = true
+	if err := validateAgents(o.Agents); err != nil {
+		return nil, err
 	}
 	if o.Operator == "" {
 		o.Operator = DefaultOperator
@@ -212,9 +203,7 @@ func Issue(o Options) (*Set, error) {
 		s.Agents = []Pair{p}
 	}
 	for _, n := range o.Agents {
-		// The node name is also a DNS SAN: verifiers that look only at
-		// SANs (as Go's VerifyHostname does) see the same identity.
-		p, err := leaf(n, filepath.Join("agents", n), pkix.Name{CommonName: n, Organization: []string{AgentOrganization}}, x509.ExtKeyUsageClientAuth, []string{n}, nil)
+		p, err := agentLeaf(n, s.CA.Cert, caKey, notBefore, o.Validity)
 		if err != nil {
 			return nil, err
 		}
@@ -224,6 +213,93 @@ func Issue(o Options) (*Set, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// validateAgents checks per-node agent names.
+func validateAgents(names []string) error {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if !isDNSName(n) {
+			return fmt.Errorf("agent name %q: %s", n, dnsNameRule)
+		}
+		if n == SharedAgentName {
+			return fmt.Errorf("agent name %q is the shared agent certificate's: a collector would take a certificate with that name for the shared one, not bound to a node", n)
+		}
+		if seen[n] {
+			return fmt.Errorf("agent name %q given twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// agentLeaf issues the certificate of node n (agents/n.crt), signed by ca.
+// The node name is also a DNS SAN: verifiers that look only at SANs (as
+// Go's VerifyHostname does) see the same identity.
+func agentLeaf(n string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, notBefore time.Time, validity time.Duration) (Pair, error) {
+	p, _, err := issue(n, filepath.Join("agents", n), ca, caKey, &x509.Certificate{
+		Subject:               pkix.Name{CommonName: n, Organization: []string{AgentOrganization}},
+		NotBefore:             notBefore,
+		NotAfter:              notBefore.Add(validity),
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		DNSNames:              []string{n},
+	})
+	return p, err
+}
+
+// LoadCA reads the authority Write wrote in dir (ca.crt, ca.key), to issue
+// more certificates with it.
+func LoadCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the CA of %s: %w", dir, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("the CA of %s: %w", dir, err)
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok || !cert.IsCA {
+		return nil, nil, fmt.Errorf("%s/ca.crt is not a nodediag CA (an ECDSA CA certificate and its key)", dir)
+	}
+	return cert, key, nil
+}
+
+// IssueAgents issues per-node agent certificates with an existing CA (one
+// that LoadCA read): a fleet that grows gets certificates for its new nodes
+// without replacing the CA every other certificate chains to. A
+// certificate never outlives its CA: validity is cut at the CA's end.
+func IssueAgents(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, validity time.Duration, now time.Time) ([]Pair, error) {
+	if len(names) == 0 {
+		return nil, errors.New("no agent name given")
+	}
+	if err := validateAgents(names); err != nil {
+		return nil, err
+	}
+	if validity <= 0 {
+		return nil, errors.New("validity must be positive")
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	notBefore := now.Add(-5 * time.Minute).UTC().Truncate(time.Second)
+	if !notBefore.Add(validity).Before(ca.NotAfter) {
+		validity = ca.NotAfter.Sub(notBefore)
+	}
+	if validity <= 0 {
+		return nil, fmt.Errorf("the CA expired on %s", ca.NotAfter.Format(time.RFC3339))
+	}
+	var out []Pair
+	for _, n := range names {
+		p, err := agentLeaf(n, ca, caKey, notBefore, validity)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // issue makes a key and a certificate from tmpl, signed by parent (self-signed
@@ -280,13 +356,18 @@ func (s *Set) Pairs() []Pair {
 //
 // It returns the paths written, in order.
 func Write(dir string, s *Set, force bool) ([]string, error) {
+	return WritePairs(dir, s.Pairs(), force)
+}
+
+// WritePairs writes pairs under dir as Write does.
+func WritePairs(dir string, pairs []Pair, force bool) ([]string, error) {
 	type file struct {
 		path string
 		data []byte
 		mode os.FileMode
 	}
 	var files []file
-	for _, p := range s.Pairs() {
+	for _, p := range pairs {
 		files = append(files,
 			file{filepath.Join(dir, p.CertFile), p.CertPEM, 0o644},
 			file{filepath.Join(dir, p.KeyFile), p.KeyPEM, 0o600})

@@ -445,3 +445,64 @@ func TestCertManagerExample(t *testing.T) {
 		t.Errorf("objects (-want +got):\n%s", d)
 	}
 }
+
+// A fleet that grows gets per-node certificates from the CA it has: they
+// chain to it, are bound to their node, never outlive the CA, and nothing
+// else in the directory is rewritten.
+func TestIssueAgentsWithExistingCA(t *testing.T) {
+	dir := t.TempDir()
+	set, err := Issue(Options{ServerNames: []string{"localhost"}, Validity: time.Hour, CAValidity: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(dir, set, false); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, "server.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, key, err := LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := IssueAgents(ca, key, []string{"node-b"}, 24*time.Hour, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := WritePairs(dir, pairs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 2 || !strings.HasSuffix(written[0], "agents/node-b.crt") {
+		t.Errorf("written: %v", written)
+	}
+	c := pairs[0].Cert
+	pool := x509.NewCertPool()
+	pool.AddCert(set.CA.Cert)
+	if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the new agent certificate does not chain to the existing CA: %v", err)
+	}
+	if c.Subject.CommonName != "node-b" || len(c.Subject.Organization) != 1 || c.Subject.Organization[0] != AgentOrganization {
+		t.Errorf("subject %v: want CN=node-b, O=%s", c.Subject, AgentOrganization)
+	}
+	if c.NotAfter.After(set.CA.Cert.NotAfter) {
+		t.Errorf("valid until %v, after its CA (%v)", c.NotAfter, set.CA.Cert.NotAfter)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "server.crt"))
+	if string(before) != string(after) {
+		t.Error("issuing an agent certificate rewrote server.crt")
+	}
+	if _, err := WritePairs(dir, pairs, false); !errors.Is(err, ErrExists) {
+		t.Errorf("writing node-b again without force: %v, want ErrExists", err)
+	}
+	if _, err := IssueAgents(ca, key, []string{SharedAgentName}, time.Hour, time.Time{}); err == nil {
+		t.Error("the shared certificate's name accepted as a node name")
+	}
+	if err := os.Remove(filepath.Join(dir, "ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadCA(dir); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("LoadCA without ca.key: %v, want an error naming the directory", err)
+	}
+}

@@ -60,6 +60,7 @@ type certsOptions struct {
 	validity    time.Duration
 	caValidity  time.Duration
 	force       bool
+	add         bool
 	certManager bool
 	now         func() time.Time
 }
@@ -83,6 +84,7 @@ func newCertsCommand() *cobra.Command {
 	fs.DurationVar(&o.validity, "validity", DefaultCertValidity, "how long the server, agent and operator certificates are valid")
 	fs.DurationVar(&o.caValidity, "ca-validity", DefaultCAValidity, "how long the CA is valid (at least --validity)")
 	fs.BoolVar(&o.force, "force", false, "replace existing files")
+	fs.BoolVar(&o.add, "add", false, "issue only the --agent certificates, with the CA already in --dir (ca.crt, ca.key): for new nodes of a fleet, without replacing anything else")
 	fs.BoolVar(&o.certManager, "cert-manager", false, "print cert-manager resources that issue the same certificates, and write nothing")
 	return cmd
 }
@@ -98,6 +100,9 @@ func runCerts(cmd *cobra.Command, o *certsOptions) error {
 	}
 	if o.dir == "" {
 		return exitf(ExitUsage, "--dir DIR is required (where to write the certificates), or --cert-manager to print cert-manager resources")
+	}
+	if o.add {
+		return addAgentCerts(out, o)
 	}
 	var names []string
 	for _, n := range o.serverNames {
@@ -188,5 +193,34 @@ func writeCertsGuide(w io.Writer, dir string, set *certs.Set, n int) error {
 	b.WriteString("Operators (sweep, nodes, node):\n")
 	fmt.Fprintf(&b, "  nodediag sweep --collector %s --tls-cert %s --tls-key %s --ca %s\n", addr, p(set.Operator.CertFile), p(set.Operator.KeyFile), p(set.CA.CertFile))
 	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// addAgentCerts issues --agent certificates with the CA of --dir and writes
+// only them (certs --add).
+func addAgentCerts(w io.Writer, o *certsOptions) error {
+	if len(o.agents) == 0 {
+		return exitf(ExitUsage, "--add issues the --agent NAME certificates: give at least one --agent")
+	}
+	ca, key, err := certs.LoadCA(o.dir)
+	if err != nil {
+		return exitf(ExitUsage, "%v (run `nodediag certs --dir %s` first to create the CA)", err, o.dir)
+	}
+	pairs, err := certs.IssueAgents(ca, key, o.agents, o.validity, o.now())
+	if err != nil {
+		return exitf(ExitUsage, "%v", err)
+	}
+	written, err := certs.WritePairs(o.dir, pairs, o.force)
+	if err != nil {
+		return exitf(ExitUsage, "%v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Wrote %d files in %s with its CA (keys 0600):\n", len(written), o.dir)
+	for _, pr := range pairs {
+		fmt.Fprintf(&b, "  %s  the agent of node %s only: nodediag-agent run --tls-cert (until %s)\n",
+			filepath.Join(o.dir, pr.CertFile), pr.Name, pr.Cert.NotAfter.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "  %s  its key: nodediag-agent run --tls-key\n", filepath.Join(o.dir, pr.KeyFile))
+	}
+	_, err = io.WriteString(w, b.String())
 	return err
 }

@@ -107,6 +107,38 @@ func TestCertsPerNodeAgents(t *testing.T) {
 	}
 }
 
+// certs --add gives a new node its certificate from the CA of the
+// directory, and rewrites nothing else.
+func TestCertsAddAgent(t *testing.T) {
+	dir := t.TempDir()
+	if r := run(t, "certs", "--dir", dir, "--agent", "node-a"); r.code() != ExitOK {
+		t.Fatalf("%s", r)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "certs", "--dir", dir, "--add", "--agent", "node-c")
+	if r.code() != ExitOK || !strings.Contains(r.stdout, filepath.Join(dir, "agents/node-c.crt")) {
+		t.Fatalf("certs --add: %s", r)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "agents/node-c.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("node-c.key: %v %v, want mode 0600", fi, err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(after) != string(ca) {
+		t.Error("certs --add replaced the CA")
+	}
+	for name, args := range map[string][]string{
+		"again without --force": {"certs", "--dir", dir, "--add", "--agent", "node-c"},
+		"no --agent":            {"certs", "--dir", dir, "--add"},
+		"no CA in the dir":      {"certs", "--dir", t.TempDir(), "--add", "--agent", "node-d"},
+	} {
+		if r := run(t, args...); r.code() != ExitUsage {
+			t.Errorf("%s: want exit 2\n%s", name, r)
+		}
+	}
+}
+
 func TestCertsUsage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
