@@ -262,6 +262,7 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 		MaxMessageBytes:        o.maxMessage,
 		AllowUnlabelledClients: o.allowAnyRole,
 		MaxAgents:              o.maxAgents,
+		ForgetAfter:            storeOpts.MaxAge,
 	}
 	if reg != nil {
 		opts.Registerer = reg

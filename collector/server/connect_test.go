@@ -531,3 +531,39 @@ func TestMaxAgents(t *testing.T) {
 		return err == nil
 	})
 }
+
+// A node whose stream ended longer ago than ForgetAfter is forgotten: its
+// last-seen time and its findings in the metrics go; a connected node stays.
+func TestForgetDisconnectedNodes(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	gone := join(t, h.conn, "node-gone", finding("SwapOn", "node.swap", "warning"))
+	join(t, h.conn, "node-here", finding("SwapOn", "node.swap", "warning"))
+	gone.cancel()
+	waitFor(t, func() bool {
+		h.srv.mu.RLock()
+		defer h.srv.mu.RUnlock()
+		_, ok := h.srv.lastSeen["node-gone"]
+		return ok
+	})
+	if got := metricValue(t, h.srv.metrics.findings.vec.WithLabelValues("node.swap", "warning")); got != 2 {
+		t.Fatalf("findings{node.swap,warning} = %v before forgetting, want 2", got)
+	}
+	h.srv.forget(time.Now().Add(-time.Hour)) // nothing that old yet
+	h.srv.mu.RLock()
+	_, kept := h.srv.lastSeen["node-gone"]
+	h.srv.mu.RUnlock()
+	if !kept {
+		t.Fatal("a node seen a moment ago was forgotten")
+	}
+	h.srv.forget(time.Now().Add(time.Minute))
+	h.srv.mu.RLock()
+	_, kept = h.srv.lastSeen["node-gone"]
+	_, here := h.srv.agents["node-here"]
+	h.srv.mu.RUnlock()
+	if kept || !here {
+		t.Errorf("after forgetting: node-gone remembered %v, node-here connected %v", kept, here)
+	}
+	if got := metricValue(t, h.srv.metrics.findings.vec.WithLabelValues("node.swap", "warning")); got != 1 {
+		t.Errorf("findings{node.swap,warning} = %v after forgetting node-gone, want 1 (node-here's)", got)
+	}
+}

@@ -143,6 +143,10 @@ type Options struct {
 	// valid certificate cannot grow the collector without bound by saying
 	// Hello under ever new node names.
 	MaxAgents int
+	// ForgetAfter is how long a node whose stream ended is remembered
+	// (its last-seen time, its findings in the metrics): as long as the
+	// store keeps reports (serve --max-age). Zero or negative: forever.
+	ForgetAfter time.Duration
 }
 
 // Server is the collector: the Collector and Fleet services on one gRPC
@@ -210,6 +214,9 @@ func New(o Options) (*Server, error) {
 	codec, err := newAgentCodec(&s.malformed)
 	if err != nil {
 		return nil, err
+	}
+	if o.ForgetAfter > 0 {
+		go s.forgetLoop(min(o.ForgetAfter/4, time.Hour))
 	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
@@ -400,4 +407,40 @@ func (s *Server) storeStatus(what string, err error) error {
 	}
 	s.log.Error("store error", "op", what, "err", err)
 	return status.Errorf(codes.Internal, "%s: the collector's store failed (its log says why)", what)
+}
+
+// forgetLoop forgets, every period until Shutdown, the nodes whose stream
+// ended more than ForgetAfter ago: the store has deleted their reports by
+// then, and the collector's own memory must not grow with every node name
+// ever seen.
+func (s *Server) forgetLoop(period time.Duration) {
+	t := time.NewTicker(max(period, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case now := <-t.C:
+			s.forget(now.Add(-s.o.ForgetAfter))
+		}
+	}
+}
+
+// forget drops the disconnected nodes last seen before cutoff.
+func (s *Server) forget(cutoff time.Time) {
+	var gone []string
+	s.mu.Lock()
+	for node, seen := range s.lastSeen {
+		if seen.Before(cutoff) && s.agents[node] == nil {
+			delete(s.lastSeen, node)
+			gone = append(gone, node)
+		}
+	}
+	s.mu.Unlock()
+	for _, node := range gone {
+		s.metrics.findings.setCounts(node, nil)
+	}
+	if len(gone) > 0 {
+		s.log.Info("forgot nodes not seen for a while", "nodes", len(gone), "not_seen_since", cutoff)
+	}
 }
