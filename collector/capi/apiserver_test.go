@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodediag/nodediag/internal/testenv/kubeenv"
 )
@@ -139,26 +137,12 @@ func (s *server) namespace(ctx context.Context, t testing.TB, ns string) {
 	}
 }
 
-// load creates the objects of testdata/NAME.yaml (YAML documents separated
-// by ---), their namespaces first.
+// load creates the objects of testdata/NAME.yaml with their status, as
+// kubeenv.Load does.
 func (s *server) load(ctx context.Context, t testing.TB, name string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name+".yaml"))
-	if err != nil {
+	if err := kubeenv.LoadFile(ctx, s.cfg, filepath.Join("testdata", name+".yaml")); err != nil {
 		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if u.GetNamespace() != "" {
-			s.namespace(ctx, t, u.GetNamespace())
-		}
-		s.create(ctx, t, u)
 	}
 }
 

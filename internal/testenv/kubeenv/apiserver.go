@@ -192,9 +192,39 @@ func StartAPIServer(t testing.TB) (*rest.Config, *APIServer) {
 	}
 	assets, err := LocateAssets(wd)
 	testenv.Require(t, err == nil, "no test API server: %v; %s", err, buildHint)
+	start := time.Now()
+	s, err := Start(context.Background(), assets, time.Minute)
+	if s != nil {
+		// Registered even after a failed Start: it may have left processes.
+		t.Cleanup(func() {
+			if err := s.Stop(); err != nil {
+				t.Errorf("stopping the test API server: %v", err)
+			}
+			if t.Failed() {
+				t.Logf("kube-apiserver and etcd output (end):\n%s", Tail(s.Output(), 60))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver and etcd of %s started, %d CRDs Established, in %v", assets.Bin, len(s.CRDs), time.Since(start).Round(time.Millisecond))
+	s.Kubeconfig = filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := os.WriteFile(s.Kubeconfig, s.env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s.Config, s
+}
+
+// Start starts kube-apiserver and etcd from assets with envtest, installs
+// the CRDs of assets.CRDDirs and waits until every one is Established (each
+// YAML file must give one: envtest skips what it cannot parse silently).
+// startTimeout bounds the processes' start. The returned server, also on an
+// error, must be stopped (a failed start may have left processes).
+func Start(ctx context.Context, assets Assets, startTimeout time.Duration) (*APIServer, error) {
 	for _, d := range assets.CRDDirs {
 		if _, err := os.Stat(d); err != nil {
-			t.Fatalf("CRD folder: %v", err)
+			return nil, fmt.Errorf("CRD folder: %w", err)
 		}
 	}
 	// envtest logs through controller-runtime's logger, which otherwise
@@ -211,7 +241,7 @@ func StartAPIServer(t testing.TB) (*rest.Config, *APIServer) {
 		ErrorIfCRDPathMissing: true,
 		// A 2-core machine running other test packages beside this one
 		// needs more than envtest's 20 s default now and then.
-		ControlPlaneStartTimeout: time.Minute,
+		ControlPlaneStartTimeout: startTimeout,
 		ControlPlaneStopTimeout:  30 * time.Second,
 		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
@@ -221,47 +251,33 @@ func StartAPIServer(t testing.TB) (*rest.Config, *APIServer) {
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets.Bin, "etcd"), Out: out, Err: out}
 
 	s := &APIServer{env: env, output: out}
-	start := time.Now()
 	cfg, err := env.Start()
-	// Registered even after a failed Start: it may have left processes.
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the test API server: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("kube-apiserver and etcd output (end):\n%s", tail(s.Output(), 60))
-		}
-	})
 	if err != nil {
-		t.Fatalf("starting kube-apiserver and etcd from %s: %v", assets.Bin, err)
+		return s, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets.Bin, err)
 	}
 	s.Config = cfg
-
 	want, err := countCRDFiles(assets.CRDDirs)
 	if err != nil {
-		t.Fatal(err)
+		return s, err
 	}
 	for _, c := range env.CRDs {
 		s.CRDs = append(s.CRDs, c.Name)
 	}
 	slices.Sort(s.CRDs)
-	// envtest reads what it can parse and may skip a document silently:
-	// every YAML file of the folders is one CRD, so the counts must agree.
 	if len(s.CRDs) != want {
-		t.Fatalf("installed %d CRDs from %v, but the folders hold %d YAML files: %v", len(s.CRDs), assets.CRDDirs, want, s.CRDs)
+		return s, fmt.Errorf("installed %d CRDs from %v, but the folders hold %d YAML files: %v", len(s.CRDs), assets.CRDDirs, want, s.CRDs)
 	}
-	if err := waitEstablished(cfg, s.CRDs, time.Minute); err != nil {
-		t.Fatal(err)
+	if err := waitEstablished(ctx, cfg, s.CRDs, time.Minute); err != nil {
+		return s, err
 	}
-
-	t.Logf("kube-apiserver and etcd of %s started, %d CRDs Established, in %v", assets.Bin, len(s.CRDs), time.Since(start).Round(time.Millisecond))
-
-	s.Kubeconfig = filepath.Join(t.TempDir(), "admin.kubeconfig")
-	if err := os.WriteFile(s.Kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return cfg, s
+	return s, nil
 }
+
+// Stop stops kube-apiserver and etcd; envtest removes their directories.
+func (s *APIServer) Stop() error { return s.env.Stop() }
+
+// KubeConfig is an admin kubeconfig for the server.
+func (s *APIServer) KubeConfig() []byte { return s.env.KubeConfig }
 
 // User provisions a client certificate for name in groups and returns its
 // client configuration and the path of a kubeconfig file. The server
@@ -305,12 +321,12 @@ func countCRDFiles(dirs []string) (int, error) {
 }
 
 // waitEstablished waits until each named CRD has condition Established=True.
-func waitEstablished(cfg *rest.Config, names []string, timeout time.Duration) error {
+func waitEstablished(ctx context.Context, cfg *rest.Config, names []string, timeout time.Duration) error {
 	cs, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, n := range names {
 		var last string
@@ -330,14 +346,17 @@ func waitEstablished(cfg *rest.Config, names []string, timeout time.Duration) er
 			return false, nil
 		})
 		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("interrupted while waiting for CRD %s: %w", n, err)
+			}
 			return fmt.Errorf("CRD %s not Established after %v (%s): %w", n, timeout, last, err)
 		}
 	}
 	return nil
 }
 
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -345,8 +364,12 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// keepOutput bounds what lockedBuffer keeps of the processes' output: its
+// end is all that is ever shown, and a server may run for hours.
+const keepOutput = 256 << 10
+
 // lockedBuffer collects the output of the API server's processes, written
-// by several goroutines.
+// by several goroutines, keeping about the last keepOutput bytes.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -355,6 +378,11 @@ type lockedBuffer struct {
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.b.Len()+len(p) > 2*keepOutput {
+		rest := append([]byte(nil), l.b.Bytes()[max(0, l.b.Len()-keepOutput):]...)
+		l.b.Reset()
+		l.b.Write(rest)
+	}
 	return l.b.Write(p)
 }
 
