@@ -84,7 +84,7 @@ func (l *listFlag) Set(s string) error {
 }
 
 type checkOptions struct {
-	root, output, since, now, expect, exec, nodeName, rulesDir string
+	root, output, since, now, expect, role, exec, nodeName, rulesDir string
 	timeout                                                    time.Duration
 	only, skip                                                 listFlag
 	offline                                                    bool
@@ -99,6 +99,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.since, "since", "", "judge log lines from this DURATION before the evidence's clock (2h) or this TIME (RFC3339); default: the last boot")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "bound on the whole check")
 	fs.StringVar(&o.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
+	fs.StringVar(&o.role, "role", "", "what the node is meant to be: control-plane or worker (default: inferred from what kubeadm left on the node)")
 	fs.StringVar(&o.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything; for copies of hosts)")
 	fs.StringVar(&o.now, "now", "", "judge as of this TIME (RFC3339) instead of the evidence's clock")
 	fs.StringVar(&o.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name)")
@@ -234,6 +235,12 @@ func ruleContext(o checkOptions) (rules.Context, error) {
 			v = "v" + v
 		}
 		c.ExpectVersion = v
+	}
+	switch o.role {
+	case "", rules.RoleControlPlane, rules.RoleWorker:
+		c.Role = o.role
+	default:
+		return c, fmt.Errorf("--role %q: want control-plane or worker", o.role)
 	}
 	if o.since != "" {
 		if d, err := time.ParseDuration(o.since); err == nil {

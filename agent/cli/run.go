@@ -80,6 +80,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Second, "bound on each check")
 	fs.StringVar(&c.since, "since", "", "judge log lines from this DURATION before each check (2h); default: the last boot")
 	fs.StringVar(&c.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
+	fs.StringVar(&c.role, "role", "", "what the node is meant to be: control-plane or worker (default: inferred from what kubeadm left on the node)")
 	fs.StringVar(&c.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything)")
 	fs.StringVar(&c.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name under --root)")
 	fs.StringVar(&c.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")

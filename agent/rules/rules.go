@@ -32,6 +32,15 @@ type Context struct {
 	// Now overrides the evidence clock (--now), for snapshots whose own
 	// clock is unknown and for reproducible tests.
 	Now time.Time
+	// Role is what the node is meant to be (RoleControlPlane, RoleWorker):
+	// the Machine's cluster.x-k8s.io/control-plane label in the collector,
+	// --role on the command line. Empty: the rules infer it from what
+	// kubeadm left on the node, when they can.
+	Role string
+	// RoleSource names where Role comes from and RoleReason why, for the
+	// quote that shows it ("Machine/NAME metadata.labels", "label
+	// cluster.x-k8s.io/control-plane").
+	RoleSource, RoleReason string
 }
 
 // Result is what Analyze concluded.
@@ -95,6 +104,7 @@ func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 		fs = append(fs, r.Fn(in)...)
 	}
 	fs = merge(fs, matchSignatures(in, e.Signatures))
+	roleAdjust(in, fs)
 	rank(fs)
 	return Result{
 		Findings: fs,

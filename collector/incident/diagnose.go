@@ -164,13 +164,14 @@ func (d *diag) machineState(mn MachineNode) *mstate {
 		return s
 	}
 	s.rep = mn.Node.Report
-	if ev := s.rep.GetEvidence(); ev != nil && s.m.Version != "" {
-		key := cacheKey(mn.Node.NodeName(), s.m.Name, ev, s.m.Version)
+	if ev := s.rep.GetEvidence(); ev != nil {
+		ctx := machineRole(s.m)
+		ctx.ExpectVersion = s.m.Version
+		key := cacheKey(mn.Node.NodeName(), s.m.Name, ev, s.m.Version+"\x00"+ctx.Role)
 		if c, ok := d.o.Cache.get(key); ok {
 			s.rep, s.rejudged = c.rep, c.rj
 			return s.finish()
 		}
-		ctx := rules.Context{ExpectVersion: s.m.Version}
 		// The agent's own window, so that only the expectation changes.
 		if w := s.rep.GetWindow(); w != nil {
 			if w.Since != nil {
@@ -188,13 +189,24 @@ func (d *diag) machineState(mn MachineNode) *mstate {
 		re := report.Build(outline(ev), d.o.Engine.Analyze(ev, ctx), mn.Node.NodeName())
 		re.Evidence = ev
 		if rj, changed := compareVerdicts(s.rep, re); changed {
-			rj.Node, rj.Machine, rj.ExpectVersion = mn.Node.NodeName(), s.m.Name, s.m.Version
+			rj.Node, rj.Machine, rj.ExpectVersion, rj.Role = mn.Node.NodeName(), s.m.Name, s.m.Version, ctx.Role
 			s.rejudged = &rj
 		}
 		s.rep = re
 		d.o.Cache.put(key, cached{rep: re, rj: s.rejudged})
 	}
 	return s.finish()
+}
+
+// machineRole is what the Machine says its node is, where and why: the
+// cluster.x-k8s.io/control-plane label makes a control plane Machine, every
+// other Machine is a worker.
+func machineRole(m *capi.Machine) rules.Context {
+	c := rules.Context{Role: rules.RoleWorker, RoleSource: "Machine/" + m.Name + " metadata.labels", RoleReason: "no cluster.x-k8s.io/control-plane label"}
+	if m.ControlPlane {
+		c.Role, c.RoleReason = rules.RoleControlPlane, "label cluster.x-k8s.io/control-plane"
+	}
+	return c
 }
 
 func (s *mstate) finish() *mstate {

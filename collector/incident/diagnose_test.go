@@ -601,3 +601,43 @@ func TestKCPReadyWithoutPodConditionsIsNotPreflight(t *testing.T) {
 		t.Error("KCP 1/3 ready with Machines lacking pod conditions: no KCPPreflightWaiting")
 	}
 }
+
+// Role-aware re-judging: the same node evidence (a join that cannot reach
+// the API server) gets the worker's remediation at a worker Machine and the
+// control plane's at a Machine labelled control-plane, with the Machine
+// quoted as the evidence of the role.
+func TestRoleRejudged(t *testing.T) {
+	const vm = "capz-e2e-md-0-m3n6b"
+	for _, tc := range []struct {
+		cp   bool
+		want string
+		role string
+	}{
+		{false, "This is a worker node", "worker"},
+		{true, "This is a control plane node", "control-plane"},
+	} {
+		name := "capz-e2e-md-0-5c8d7-x1y2z"
+		if tc.cp {
+			name = "capz-e2e-control-plane-abcde"
+		}
+		m := machine(name, vm, "Provisioned", "", tc.cp)
+		m.CreationTimestamp = t0.Add(-2 * time.Hour)
+		inc := diagnose(t, cluster(m), nodeReport(t, "join-api-server-unreachable"))
+		f := find(inc, "MachineNotRunning/Machine/"+name)
+		if f == nil || f.NodeCause == nil || f.NodeCause.ID != "APIServerUnreachable" {
+			t.Fatalf("cp=%v: no APIServerUnreachable at the Machine: %v", tc.cp, keys(inc))
+		}
+		if !strings.HasPrefix(f.Remediation, tc.want) {
+			t.Errorf("cp=%v: remediation %q, want it to start with %q", tc.cp, f.Remediation, tc.want)
+		}
+		quoted := false
+		for _, e := range f.Evidence {
+			if strings.HasSuffix(e.Source, "Machine/"+name+" metadata.labels") && strings.Contains(e.Excerpt, "role: "+tc.role) {
+				quoted = true
+			}
+		}
+		if !quoted {
+			t.Errorf("cp=%v: the role is not quoted: %+v", tc.cp, f.Evidence)
+		}
+	}
+}

@@ -200,7 +200,7 @@ func RenderMarkdown(w io.Writer, inc *Incident) error {
 	if len(c.Rejudged) > 0 {
 		p("## Re-judged with cluster context\n\n")
 		for _, r := range c.Rejudged {
-			p("- node `%s` (Machine `%s`, expects %s): top finding %s → %s", r.Node, r.Machine, r.ExpectVersion, r.Before, r.After)
+			p("- node `%s` (%s): top finding %s → %s", r.Node, rejudgedBy(r), r.Before, r.After)
 			if len(r.Added) > 0 {
 				p("; added: %s", mdInline(strings.Join(r.Added, "; ")))
 			}
@@ -296,4 +296,17 @@ func RenderHTML(w io.Writer, inc *Incident) error {
 	}
 	_, err = w.Write(b.Bytes())
 	return err
+}
+
+// rejudgedBy says what the node was judged again with: its Machine, the
+// role and the version the Machine expects.
+func rejudgedBy(r Rejudgement) string {
+	parts := []string{"Machine `" + r.Machine + "`"}
+	if r.Role != "" {
+		parts = append(parts, r.Role)
+	}
+	if r.ExpectVersion != "" {
+		parts = append(parts, "expects "+r.ExpectVersion)
+	}
+	return strings.Join(parts, ", ")
 }
