@@ -85,9 +85,9 @@ func (l *listFlag) Set(s string) error {
 
 type checkOptions struct {
 	root, output, since, now, expect, role, exec, nodeName, rulesDir string
-	timeout                                                    time.Duration
-	only, skip                                                 listFlag
-	offline                                                    bool
+	timeout                                                          time.Duration
+	only, skip                                                       listFlag
+	offline                                                          bool
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {

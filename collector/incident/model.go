@@ -163,7 +163,7 @@ type Rejudgement struct {
 	Machine       string   `json:"machine"`
 	ExpectVersion string   `json:"expect_version"`
 	Role          string   `json:"role,omitempty"` // control-plane or worker, from the Machine
-	Before        string   `json:"before"` // top finding ID or "none"
+	Before        string   `json:"before"`         // top finding ID or "none"
 	After         string   `json:"after"`
 	Added         []string `json:"added,omitempty"`
 	Removed       []string `json:"removed,omitempty"`
