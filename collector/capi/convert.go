@@ -1,6 +1,7 @@
 package capi
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"time"
 
@@ -398,6 +399,22 @@ func ConvertHelmChartProxy(u *unstructured.Unstructured) *HelmChartProxy {
 			}
 			h.ClusterSelector[k] = s
 		}
+	}
+	for _, e := range nestedSlice(u.Object, "spec", "clusterSelector", "matchExpressions") {
+		m, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		r := metav1.LabelSelectorRequirement{
+			Key:      nestedString(m, "key"),
+			Operator: metav1.LabelSelectorOperator(nestedString(m, "operator")),
+		}
+		for _, v := range nestedSlice(m, "values") {
+			if s, ok := v.(string); ok {
+				r.Values = append(r.Values, s)
+			}
+		}
+		h.MatchExpressions = append(h.MatchExpressions, r)
 	}
 	for _, mc := range nestedSlice(u.Object, "status", "matchingClusters") {
 		if m, ok := mc.(map[string]any); ok {

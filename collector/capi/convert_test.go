@@ -235,7 +235,10 @@ func FuzzConvert(f *testing.F) {
 		ConvertMachinePool(u)
 		ConvertMachineHealthCheck(u)
 		ConvertKubeadmControlPlane(u)
-		ConvertHelmChartProxy(u)
+		h := ConvertHelmChartProxy(u)
+		_, _ = h.Selects(map[string]string{"cni": "calico"})
+		_ = h.Unmet(map[string]string{"cni": "calico"})
+		_ = h.SelectorString()
 		ConvertHelmReleaseProxy(u)
 	})
 }

@@ -13,6 +13,7 @@
 package capi
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -174,9 +175,10 @@ type KubeadmControlPlane struct {
 type HelmChartProxy struct {
 	Object
 	ChartName string
-	// ClusterSelector is spec.clusterSelector.matchLabels (matchExpressions
-	// are kept in Raw).
-	ClusterSelector map[string]string
+	// ClusterSelector is spec.clusterSelector.matchLabels and
+	// MatchExpressions its matchExpressions (Selects, Unmet).
+	ClusterSelector  map[string]string
+	MatchExpressions []metav1.LabelSelectorRequirement
 	// MatchingClusters are status.matchingClusters (names).
 	MatchingClusters []string
 }

@@ -2,6 +2,7 @@ package incident
 
 import (
 	"bytes"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -638,6 +639,38 @@ func TestRoleRejudged(t *testing.T) {
 		}
 		if !quoted {
 			t.Errorf("cp=%v: the role is not quoted: %+v", tc.cp, f.Evidence)
+		}
+	}
+}
+
+// matchExpressions count as CAAPH counts them: a CNI chart selecting
+// "cni in (calico, calico-ebpf)" matches a cluster labelled cni=calico-ebpf,
+// and for one labelled cni=cilium the finding quotes the whole selector and
+// says which label value would meet it.
+func TestAddonSelectorExpressions(t *testing.T) {
+	const addon = "AddonNotMatched/Cluster/capz-e2e/cni"
+	for _, tc := range []struct {
+		label string
+		want  bool
+	}{{"calico-ebpf", false}, {"cilium", true}} {
+		c, nrs := missingCNI(t)
+		c.Labels["cni"] = tc.label
+		p := c.HelmChartProxies[0]
+		p.ClusterSelector = nil
+		p.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "cni", Operator: metav1.LabelSelectorOpIn, Values: []string{"calico", "calico-ebpf"}}}
+		inc := diagnose(t, c, nrs...)
+		f := find(inc, addon)
+		if (f != nil) != tc.want {
+			t.Fatalf("cni=%s: %s found %v, want %v (%v)", tc.label, addon, f != nil, tc.want, keys(inc))
+		}
+		if f == nil {
+			continue
+		}
+		if !strings.Contains(f.Title, "selects cni in (calico,calico-ebpf)") {
+			t.Errorf("title %q does not quote the selector", f.Title)
+		}
+		if !strings.Contains(f.Remediation, "cni=calico (or another of: calico-ebpf)") {
+			t.Errorf("remediation %q does not say which value meets the selector", f.Remediation)
 		}
 	}
 }

@@ -510,12 +510,8 @@ func (d *diag) selects(p *capi.HelmChartProxy) bool {
 			return true
 		}
 	}
-	for k, v := range p.ClusterSelector {
-		if d.c.Labels[k] != v {
-			return false
-		}
-	}
-	return true
+	ok, _ := p.Selects(d.c.Labels) // an unparsable selector selects nothing, as in CAAPH
+	return ok
 }
 
 func (d *diag) unreadable(prefix string) bool {
@@ -580,8 +576,11 @@ func (d *diag) ruleAddons() {
 		f := &Finding{ID: IDAddonNotMatched, Category: CatAddonMissing, Severity: rules.Error, Subject: subject, Domain: DomainAddon, ChainLink: k.link}
 		f.Evidence = append(f.Evidence, Evidence{Source: objName(&d.c.Object) + " metadata.labels", Excerpt: labels})
 		for _, p := range of {
-			sel := labelList(p.ClusterSelector)
-			f.Evidence = append(f.Evidence, Evidence{Source: "HelmChartProxy/" + p.Name + " spec.clusterSelector", Excerpt: "matchLabels: " + sel + fmt.Sprintf("; matchingClusters: %d", len(p.MatchingClusters))})
+			ex := "selector: " + p.SelectorString() + fmt.Sprintf("; matchingClusters: %d", len(p.MatchingClusters))
+			if _, err := p.Selects(d.c.Labels); err != nil {
+				ex += "; " + err.Error()
+			}
+			f.Evidence = append(f.Evidence, Evidence{Source: "HelmChartProxy/" + p.Name + " spec.clusterSelector", Excerpt: ex})
 		}
 		for i, s := range cniNodes {
 			if k.kind != "cni" {
@@ -600,15 +599,8 @@ func (d *diag) ruleAddons() {
 		}
 		if len(of) > 0 {
 			first := of[0]
-			f.Title = fmt.Sprintf("no %s HelmChartProxy matches cluster %s: %s selects %s, the cluster's labels are %s", k.label, d.c.Name, first.Name, labelList(first.ClusterSelector), labels)
-			var cmd []string
-			for kk, v := range first.ClusterSelector {
-				if d.c.Labels[kk] != v {
-					cmd = append(cmd, kk+"="+v)
-				}
-			}
-			sort.Strings(cmd)
-			f.Remediation = fmt.Sprintf("Add the label(s) %s to Cluster %s/%s (`kubectl label cluster -n %s %s %s`) and to the cluster template's metadata.labels, so that CAAPH installs %s (HelmChartProxy %s).", strings.Join(cmd, ", "), d.c.Namespace, d.c.Name, d.c.Namespace, d.c.Name, strings.Join(cmd, " "), first.ChartName, first.Name)
+			f.Title = fmt.Sprintf("no %s HelmChartProxy matches cluster %s: %s selects %s, the cluster's labels are %s", k.label, d.c.Name, first.Name, first.SelectorString(), labels)
+			f.Remediation = addonRemediation(d.c, first)
 			f.RefutedBy = fmt.Sprintf("a HelmReleaseProxy of %s for cluster %s, or the %s installed by other means (ClusterResourceSet, a manifest)", first.ChartName, d.c.Name, k.label)
 			if k.kind == "cni" && len(cniNodes) > 0 {
 				f.Confidence, f.ConfidenceReason = rules.High, "a CNI chart exists but does not select the cluster, and the nodes report the network plugin not ready"
@@ -671,4 +663,28 @@ func (d *diag) scalingUp(md *capi.MachineDeployment) bool {
 		}
 	}
 	return n > 0
+}
+
+// addonRemediation says how to make the chart select the cluster: the
+// labels to set (with the kubectl command when only labels are missing),
+// else each unmet requirement of the selector.
+func addonRemediation(c *capi.Cluster, p *capi.HelmChartProxy) string {
+	unmet := p.Unmet(c.Labels)
+	var set []string
+	plain := true
+	for _, u := range unmet {
+		if k, v, ok := strings.Cut(u, "="); ok && !strings.ContainsAny(v, " <") && !strings.Contains(k, " ") {
+			set = append(set, u)
+		} else {
+			plain = false
+		}
+	}
+	tail := fmt.Sprintf(" so that CAAPH installs %s (HelmChartProxy %s).", p.ChartName, p.Name)
+	if _, err := p.Selects(c.Labels); err != nil {
+		return fmt.Sprintf("Fix spec.clusterSelector of HelmChartProxy %s (%v),%s", p.Name, err, tail)
+	}
+	if plain && len(set) > 0 {
+		return fmt.Sprintf("Add the label(s) %s to Cluster %s/%s (`kubectl label cluster -n %s %s %s`) and to the cluster template's metadata.labels,%s", strings.Join(set, ", "), c.Namespace, c.Name, c.Namespace, c.Name, strings.Join(set, " "), tail)
+	}
+	return fmt.Sprintf("Change the labels of Cluster %s/%s (and the cluster template's metadata.labels) to meet the selector %s: %s,%s", c.Namespace, c.Name, p.SelectorString(), strings.Join(unmet, "; "), tail)
 }
