@@ -6,7 +6,11 @@
 # as their agents would (the healthy control plane, and a worker whose
 # kubeadm join was refused), and runs `nodediag describe cluster` and
 # `nodediag diagnose cluster` against it. Without .testbin it says how to
-# build it and exits 0. Everything it starts is stopped and removed on exit.
+# build it and exits 0. Then the same through a collector that watches the
+# management cluster itself (`nodediag serve --kubeconfig`), the two agents
+# streaming to it (`nodediag-agent run --once`), and `nodediag diagnose
+# cluster --collector` with no kubeconfig on the operator's side.
+# Everything it starts is stopped and removed on exit.
 set -euo pipefail
 collector=${1:-bin/nodediag}
 agent=${2:-bin/nodediag-agent}
@@ -22,7 +26,12 @@ nodes=(healthy-control-plane:capz-e2e-control-plane-t8x5m join-token-expired:cap
 
 work=$(mktemp -d)
 pid=""
+serve_pid=""
 cleanup() {
+  if [ -n "$serve_pid" ]; then
+    kill -TERM "$serve_pid" 2>/dev/null || true
+    wait "$serve_pid" 2>/dev/null || true
+  fi
   if [ -n "$pid" ]; then
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
@@ -90,3 +99,37 @@ if [ "$c" -ge 2 ]; then
   echo "demo: diagnose failed (exit $c)" >&2
   exit 2
 fi
+
+printf '\n================ through a collector: nodediag serve --kubeconfig; diagnose --collector ================\n'
+"$collector" serve --listen 127.0.0.1:0 --insecure --data-dir "$work/collector" --kubeconfig "$work/kubeconfig" \
+  2>"$work/serve.log" &
+serve_pid=$!
+addr=""
+for _ in $(seq 150); do
+  addr=$(sed -n 's/^nodediag: serving on //p' "$work/serve.log" | head -n1)
+  [ -n "$addr" ] && break
+  if ! kill -0 "$serve_pid" 2>/dev/null; then break; fi
+  sleep 0.2
+done
+if [ -z "$addr" ]; then
+  echo "demo: the collector did not start:" >&2
+  tail -n 20 "$work/serve.log" >&2
+  exit 2
+fi
+for pair in "${nodes[@]}"; do
+  host=${pair%%:*} vm=${pair#*:}
+  "$agent" run --once --collector "$addr" --insecure --root "$hosts/$host/root" --exec none --offline \
+    --node-name "$vm" --spool-dir "$work/spool-$vm" 2>>"$work/agents.log"
+done
+echo "collector on $addr (watching the management cluster); ${#nodes[@]} agents reported to it"
+c=0
+"$collector" diagnose cluster "$cluster" --collector "$addr" --insecure -o markdown >"$work/remote.md" 2>"$work/remote.err" || c=$?
+if [ "$c" -ge 2 ]; then
+  echo "demo: diagnose through the collector failed (exit $c)" >&2
+  cat "$work/remote.err" >&2
+  exit 2
+fi
+sed -n '1,/^## Root cause/p' "$work/remote.md"
+grep -m1 -A3 '^- Failure domain' "$work/remote.md" || true
+echo "(the whole report: the same as above, made by the collector from its informers and stored reports)"
+cat "$work/remote.err"

@@ -2,15 +2,22 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/incident"
+	"github.com/nodediag/nodediag/collector/server"
+	"github.com/nodediag/nodediag/internal/version"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
 const diagnoseLong = `Diagnose a Cluster API cluster: read its objects from the management
@@ -22,8 +29,11 @@ every node again with what its Machine expects, and write the incident
 report: symptom and impact, evidence, failure domain, root cause with its
 evidence, confidence, remediation, escalation.
 
-Node reports come from a running collector (--collector, the latest report of
-every node it knows) and/or from files (--reports: agent JSON reports,
+Given only --collector, and a collector that reads the management cluster
+itself (serve --kubeconfig), the collector makes the report from its
+informers and stored reports: no kubeconfig is needed here. Otherwise the
+cluster is read here and node reports come from the collector (--collector,
+the latest report of every node it knows) and/or from files (--reports: agent JSON reports,
 ` + "`nodediag node -o json`" + ` records, host roots checked here read-only). Without
 any, the report says which node evidence is missing and how to get it.
 
@@ -141,19 +151,84 @@ func readCluster(ctx context.Context, o *clusterOptions, arg string) (*capi.Clus
 	return c, reps, nil
 }
 
+// clusterIncident is the cluster and its incident report: made by the
+// collector when only --collector is given and the collector reads the
+// management cluster (serve --kubeconfig), else here, from the kubeconfig
+// and the node reports (nodeReports).
+func clusterIncident(ctx context.Context, o *clusterOptions, arg string) (*capi.Cluster, *incident.Incident, error) {
+	if o.client.collector != "" && o.kubeconfig == "" && o.kubeCtx == "" && len(o.reports) == 0 {
+		c, inc, err := collectorIncident(ctx, o, arg)
+		if !errors.Is(err, errNoClusterAPI) {
+			return c, inc, err
+		}
+	}
+	c, reps, err := readCluster(ctx, o, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	inc, err := incident.Diagnose(c, reps, incident.Options{})
+	if err != nil {
+		return nil, nil, exitf(ExitUsage, "diagnosing %s: %v", arg, err)
+	}
+	return c, inc, nil
+}
+
+// errNoClusterAPI: the collector reads no management cluster; diagnose
+// here instead.
+var errNoClusterAPI = errors.New("the collector reads no management cluster")
+
+// collectorIncident asks the collector to diagnose the cluster with its
+// informers and stored reports.
+func collectorIncident(ctx context.Context, o *clusterOptions, arg string) (*capi.Cluster, *incident.Incident, error) {
+	ns, name, err := splitName(arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := o.client.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cl.Close()
+	rctx, cancel := o.client.contextFor(ctx)
+	defer cancel()
+	resp, err := cl.fleet.DiagnoseCluster(rctx, &nodediagv1.DiagnoseClusterRequest{Namespace: ns, Name: name})
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.FailedPrecondition, codes.Unimplemented:
+		return nil, nil, errNoClusterAPI
+	case codes.NotFound:
+		return nil, nil, exitf(ExitUsage, "cluster %s/%s not found in the management cluster the collector reads (kubectl get clusters -A lists them)", ns, name)
+	case codes.PermissionDenied:
+		st := status.Convert(err)
+		for _, d := range st.Details() {
+			if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == server.ReasonClusterAPIForbidden {
+				return nil, nil, exitf(ExitUsage, "the collector at %s cannot read cluster %s/%s: %s", o.client.collector, ns, name, st.Message())
+			}
+		}
+		return nil, nil, cl.explain(err)
+	default:
+		return nil, nil, cl.explain(err)
+	}
+	inc := &incident.Incident{}
+	if err := json.Unmarshal(resp.GetIncidentJson(), inc); err != nil {
+		return nil, nil, exitf(ExitUsage, "the collector's incident report does not decode: %v", err)
+	}
+	c := &capi.Cluster{}
+	if err := json.Unmarshal(resp.GetClusterJson(), c); err != nil {
+		return nil, nil, exitf(ExitUsage, "the collector's cluster state does not decode (collector %s, this nodediag %s): %v", resp.GetCollectorVersion(), version.Get().Version, err)
+	}
+	return c, inc, nil
+}
+
 func runDiagnose(ctx context.Context, w io.Writer, o *clusterOptions, arg string) error {
 	switch o.output {
 	case "markdown", "json", "html":
 	default:
 		return exitf(ExitUsage, "--output %q: want markdown, json or html", o.output)
 	}
-	c, reps, err := readCluster(ctx, o, arg)
+	_, inc, err := clusterIncident(ctx, o, arg)
 	if err != nil {
 		return err
-	}
-	inc, err := incident.Diagnose(c, reps, incident.Options{})
-	if err != nil {
-		return exitf(ExitUsage, "diagnosing %s: %v", arg, err)
 	}
 	if err := incident.RenderTo(w, inc, o.output); err != nil {
 		return err
@@ -165,13 +240,9 @@ func runDiagnose(ctx context.Context, w io.Writer, o *clusterOptions, arg string
 }
 
 func runDescribe(ctx context.Context, w io.Writer, o *clusterOptions, arg string) error {
-	c, reps, err := readCluster(ctx, o, arg)
+	c, inc, err := clusterIncident(ctx, o, arg)
 	if err != nil {
 		return err
-	}
-	inc, err := incident.Diagnose(c, reps, incident.Options{})
-	if err != nil {
-		return exitf(ExitUsage, "diagnosing %s: %v", arg, err)
 	}
 	width, _ := terminalWidth(w) // 0 unless a terminal: then nothing is cut
 	if err := writeTree(w, clusterTree(c, inc), width); err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	agentcli "github.com/nodediag/nodediag/agent/cli"
+	"github.com/nodediag/nodediag/collector/incident"
 	"github.com/nodediag/nodediag/collector/reports"
 	"github.com/nodediag/nodediag/internal/testenv/kubeenv"
 )
@@ -89,5 +92,90 @@ func TestDiagnoseAndDescribeAgainstAPIServer(t *testing.T) {
 	_, viewerKubeconfig := srv.User(t, "nobody")
 	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", viewerKubeconfig); res.code() != ExitUsage || !strings.Contains(res.err.Error(), "nobody") {
 		t.Errorf("an identity without RBAC: want exit 2 naming it\n%s", res)
+	}
+}
+
+// TestDiagnoseThroughCollector: a collector that reads the management
+// cluster itself (serve --kubeconfig) answers `diagnose cluster` and
+// `describe cluster` given only --collector, from its informers and the
+// report the real agent streamed to it; its verdict is the one made here
+// from the kubeconfig and the same host's report. A collector that reads no
+// cluster leaves the diagnosis to this side; an unknown cluster and an
+// identity without RBAC are clear errors.
+func TestDiagnoseThroughCollector(t *testing.T) {
+	_, srv := kubeenv.StartAPIServer(t)
+	kubeenv.Load(t, srv.Config, stuckWorker)
+	const node = "sw-md-0-abcde-q8m4z"
+	hostRoot := filepath.Join("..", "..", "agent", "testdata", "hosts", "kubelet-1.27-container-runtime-flag", "root")
+
+	s := startServe(t, false, "--listen", "127.0.0.1:0", "--insecure", "--data-dir", t.TempDir(), "--kubeconfig", srv.Kubeconfig)
+	var aout, aerr strings.Builder
+	if code := agentcli.Run(context.Background(), []string{"run", "--once", "--collector", s.addr, "--insecure", "--root", hostRoot, "--node-name", node, "--offline"}, &aout, &aerr); code != 0 {
+		t.Fatalf("nodediag-agent run --once: exit %d, want 0 (the report acknowledged)\n%s%s", code, aout.String(), aerr.String())
+	}
+	collector := []string{"--collector", s.addr, "--insecure"}
+
+	remote := run(t, append([]string{"diagnose", "cluster", "stuck-worker/sw", "-o", "json"}, collector...)...)
+	if remote.code() != ExitFindings {
+		t.Fatalf("diagnose through the collector: want exit 1\n%s\ncollector log:\n%s", remote, s.log())
+	}
+	local := run(t, "diagnose", "cluster", "stuck-worker/sw", "-o", "json", "--kubeconfig", srv.Kubeconfig, "--reports", nodeReportFile(t, "kubelet-1.27-container-runtime-flag", node))
+	if local.code() != ExitFindings {
+		t.Fatalf("diagnose here: want exit 1\n%s", local)
+	}
+	var ri, li incident.Incident
+	for _, x := range []struct {
+		out string
+		inc *incident.Incident
+	}{{remote.stdout, &ri}, {local.stdout, &li}} {
+		if err := json.Unmarshal([]byte(x.out), x.inc); err != nil {
+			t.Fatalf("incident JSON: %v\n%s", err, x.out)
+		}
+	}
+	if ri.RootCause == nil || li.RootCause == nil || ri.RootCause.Finding != li.RootCause.Finding || ri.RootCause.Node != li.RootCause.Node {
+		t.Fatalf("root cause through the collector %+v, here %+v", ri.RootCause, li.RootCause)
+	}
+	if !strings.Contains(ri.RootCause.Node, "KubeletRemovedFlag") {
+		t.Errorf("root cause %+v, want the node's KubeletRemovedFlag", ri.RootCause)
+	}
+	if len(ri.Machines) != len(li.Machines) {
+		t.Errorf("machines through the collector %d, here %d", len(ri.Machines), len(li.Machines))
+	}
+
+	md := run(t, append([]string{"diagnose", "cluster", "stuck-worker/sw"}, collector...)...)
+	if md.code() != ExitFindings || !strings.Contains(md.stdout, "## Root cause") || !strings.Contains(md.stdout, node) {
+		t.Errorf("markdown through the collector:\n%s", md)
+	}
+	tree := run(t, append([]string{"describe", "cluster", "stuck-worker/sw"}, collector...)...)
+	if tree.err != nil {
+		t.Fatalf("describe through the collector: %s", tree)
+	}
+	for _, want := range []string{"Cluster/sw", "MachineDeployment/sw-md-0", "Machine/" + node, "Provisioned", "KubeletRemovedFlag", "AzureMachine/" + node} {
+		if !strings.Contains(tree.stdout, want) {
+			t.Errorf("describe through the collector lacks %q:\n%s", want, tree.stdout)
+		}
+	}
+	if res := run(t, append([]string{"diagnose", "cluster", "stuck-worker/nope"}, collector...)...); res.code() != ExitUsage || !strings.Contains(res.err.Error(), "not found") {
+		t.Errorf("unknown cluster through the collector: want exit 2, not found\n%s", res)
+	}
+
+	// A collector whose identity may read nothing: the refusal names it.
+	_, nobody := srv.User(t, "nobody")
+	denied := startServe(t, false, "--listen", "127.0.0.1:0", "--insecure", "--data-dir", t.TempDir(), "--kubeconfig", nobody)
+	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--collector", denied.addr, "--insecure"); res.code() != ExitUsage || !strings.Contains(res.err.Error(), "cannot read cluster stuck-worker/sw") || !strings.Contains(res.err.Error(), `user "nobody"`) {
+		t.Errorf("a collector without RBAC: want exit 2 saying the collector's identity lacks the role\n%s", res)
+	}
+
+	// A collector that reads no cluster: the diagnosis is made here, with
+	// the kubeconfig of $KUBECONFIG and the collector's stored report.
+	plain := startServe(t, false, "--listen", "127.0.0.1:0", "--insecure", "--data-dir", t.TempDir())
+	if code := agentcli.Run(context.Background(), []string{"run", "--once", "--collector", plain.addr, "--insecure", "--root", hostRoot, "--node-name", node, "--offline"}, &aout, &aerr); code != 0 {
+		t.Fatalf("nodediag-agent run --once: exit %d\n%s", code, aerr.String())
+	}
+	t.Setenv("KUBECONFIG", srv.Kubeconfig)
+	res := run(t, "diagnose", "cluster", "stuck-worker/sw", "-o", "json", "--collector", plain.addr, "--insecure")
+	var fi incident.Incident
+	if res.code() != ExitFindings || json.Unmarshal([]byte(res.stdout), &fi) != nil || fi.RootCause == nil || fi.RootCause.Node != ri.RootCause.Node {
+		t.Errorf("diagnose with a collector that reads no cluster: want the same root cause made here\n%s", res)
 	}
 }

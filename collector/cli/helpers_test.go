@@ -279,7 +279,7 @@ func (r result) String() string {
 }
 
 // run executes `nodediag ARGS...` in process.
-func run(t *testing.T, args ...string) result {
+func run(t testing.TB, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 	defer cancel()
@@ -309,7 +309,7 @@ func (s *serveRun) log() string {
 
 // stop cancels the command's context (as SIGTERM does through main) and
 // returns what the command returned.
-func (s *serveRun) stop(t *testing.T) error {
+func (s *serveRun) stop(t testing.TB) error {
 	t.Helper()
 	s.cancel()
 	select {
@@ -325,7 +325,7 @@ func (s *serveRun) stop(t *testing.T) error {
 // startServe runs `nodediag serve ARGS...` in a goroutine and waits for
 // its "nodediag: serving on" line (and "metrics on" when wantMetrics).
 // It fails the test when the command returns first.
-func startServe(t *testing.T, wantMetrics bool, args ...string) *serveRun {
+func startServe(t testing.TB, wantMetrics bool, args ...string) *serveRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &serveRun{cancel: cancel, done: make(chan error, 1)}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/server"
 	"github.com/nodediag/nodediag/collector/store"
 	"github.com/nodediag/nodediag/internal/tlsconfig"
@@ -47,6 +48,14 @@ collector's own metrics, nodediag_collector_*, with the Go runtime's and the
 process's), /healthz (200 while the process runs) and /readyz (200 while the
 collector serves and its store answers; 503 once shutting down). It is off by
 default; in a cluster pass --metrics-listen :9090 for Prometheus to scrape.
+
+Cluster API (--kubeconfig, --context, --cluster-api): the collector keeps its
+own informers (list and watch, read-only) on the management cluster's Cluster
+API objects and answers ` + "`nodediag diagnose cluster` and `describe cluster`" + `
+given only --collector: it joins the cluster with the stored reports of its
+nodes, re-judged with each Machine's version and role (kept between calls).
+Its identity needs get, list and watch on the Cluster API kinds (what it may
+not read is a gap in the report, with the role it lacks).
 
 SIGTERM or SIGINT: the collector stops accepting connections, ends agents'
 streams and sweeps with Unavailable (agents reconnect to the next collector),
@@ -88,12 +97,16 @@ type serveOptions struct {
 	logLevel      string
 	logFormat     string
 	shutdownGrace time.Duration
+	clusterAPI    bool
+	kubeconfig    string
+	kubeCtx       string
+	watchNS       string
 }
 
 func newServeCommand() *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--data-dir DIR] (--tls-cert F --tls-key F --client-ca F | --insecure)",
+		Use:   "serve [--listen ADDR] [--data-dir DIR] [--kubeconfig FILE] (--tls-cert F --tls-key F --client-ca F | --insecure)",
 		Short: "Run the collector: receive agents' reports, answer sweeps and queries",
 		Long:  serveLong,
 		Args:  cobra.NoArgs,
@@ -122,6 +135,10 @@ func newServeCommand() *cobra.Command {
 	fs.BoolVar(&o.allowAnyRole, "allow-unlabelled-clients", false, "accept client certificates of --client-ca that carry no nodediag role (O=nodediag:agents or O=nodediag:operators) on both services: for a CA of another PKI")
 	fs.IntVar(&o.maxAgents, "max-agents", server.DefaultMaxAgents, "the most agent streams served at once; one more is refused with ResourceExhausted")
 	fs.IntVar(&o.maxMessage, "max-message-bytes", server.DefaultMaxMessageBytes, "largest message accepted from a client; a larger one ends its stream with ResourceExhausted")
+	fs.BoolVar(&o.clusterAPI, "cluster-api", false, "read the management cluster's Cluster API state (get, list, watch) with the kubeconfig resolved as kubectl does, or the pod's ServiceAccount in a cluster, so that nodediag diagnose/describe --collector are answered here")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "read the Cluster API state of the management cluster of this kubeconfig `FILE` (implies --cluster-api)")
+	fs.StringVar(&o.kubeCtx, "context", "", "the kubeconfig context (implies --cluster-api; default: its current context)")
+	fs.StringVar(&o.watchNS, "watch-namespace", "", "watch the Cluster API objects of this `NAMESPACE` only (default: all; with a Role instead of a ClusterRole)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json (slog)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", DefaultShutdownGrace, "on SIGTERM/SIGINT, how long to let streams end and uploads be stored before closing connections")
@@ -252,6 +269,25 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		)
 	}
+	var clusters *capi.Cache
+	if o.clusterAPI || o.kubeconfig != "" || o.kubeCtx != "" {
+		cfg, err := capi.RESTConfig(o.kubeconfig, o.kubeCtx)
+		if err != nil {
+			return exitf(ExitUsage, "reading Cluster API state: %v", err)
+		}
+		if clusters, err = capi.NewCache(cfg, o.watchNS); err != nil {
+			return exitf(ExitUsage, "reading Cluster API state from %s: %v", cfg.Host, err)
+		}
+		defer clusters.Stop()
+		go func() {
+			start := time.Now()
+			if err := clusters.WaitForSync(ctx); err != nil {
+				log.Warn("Cluster API informers not synced", "err", err)
+				return
+			}
+			log.Info("Cluster API informers synced", "api_server", cfg.Host, "namespace", o.watchNS, "took", time.Since(start).Round(time.Millisecond))
+		}()
+	}
 	opts := server.Options{
 		Store:                  st,
 		TLS:                    tlsServer,
@@ -263,6 +299,9 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 		AllowUnlabelledClients: o.allowAnyRole,
 		MaxAgents:              o.maxAgents,
 		ForgetAfter:            storeOpts.MaxAge,
+	}
+	if clusters != nil {
+		opts.Clusters = clusters
 	}
 	if reg != nil {
 		opts.Registerer = reg

@@ -178,3 +178,31 @@ func normAll(vs []string, f func(string) string) []string {
 	}
 	return out
 }
+
+// Candidates keeps the node summaries that may join a Machine of c: by the
+// summary's provider ID (the agent's Hello) or its node name against every
+// Machine's provider IDs, nodeRef and infra machine name. A collector
+// holding a whole fleet decodes only these reports for one cluster; a
+// report whose only key is in its evidence (the kubelet's --provider-id,
+// a host name unlike the node name) is missed, as its Hello did not say.
+func Candidates(c *capi.Cluster, sums []*nodediagv1.NodeSummary) []*nodediagv1.NodeSummary {
+	ids, names := map[string]bool{}, map[string]bool{}
+	for _, m := range c.Machines {
+		ids[NormalizeProviderID(m.ProviderID)] = true
+		names[strings.ToLower(m.NodeRef.Name)] = true
+		names[strings.ToLower(m.InfraRef.Name)] = true
+		if m.Infra != nil {
+			ids[NormalizeProviderID(m.Infra.ProviderID)] = true
+			names[strings.ToLower(m.Infra.Name)] = true
+		}
+	}
+	delete(ids, "")
+	delete(names, "")
+	var out []*nodediagv1.NodeSummary
+	for _, s := range sums {
+		if ids[NormalizeProviderID(s.GetProviderId())] || names[strings.ToLower(s.GetNodeName())] {
+			out = append(out, s)
+		}
+	}
+	return out
+}

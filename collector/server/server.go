@@ -147,6 +147,10 @@ type Options struct {
 	// (its last-seen time, its findings in the metrics): as long as the
 	// store keeps reports (serve --max-age). Zero or negative: forever.
 	ForgetAfter time.Duration
+	// Clusters is the management cluster's Cluster API state (serve
+	// --kubeconfig) that DiagnoseCluster joins with the stored reports;
+	// nil: DiagnoseCluster answers FailedPrecondition.
+	Clusters Clusters
 }
 
 // Server is the collector: the Collector and Fleet services on one gRPC
@@ -169,6 +173,7 @@ type Server struct {
 	connSeq  uint64
 	// malformed holds the agent messages that did not decode (agentCodec).
 	malformed sync.Map
+	diag      diagnoser
 }
 
 // New makes a Server; Serve starts it.

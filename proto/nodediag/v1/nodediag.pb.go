@@ -5742,6 +5742,124 @@ func (x *CheckRequest) GetRequestId() string {
 	return ""
 }
 
+type DiagnoseClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseClusterRequest) Reset() {
+	*x = DiagnoseClusterRequest{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseClusterRequest) ProtoMessage() {}
+
+func (x *DiagnoseClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseClusterRequest.ProtoReflect.Descriptor instead.
+func (*DiagnoseClusterRequest) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DiagnoseClusterRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DiagnoseClusterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DiagnoseClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The incident report, as `nodediag diagnose cluster -o json` writes it
+	// (its JSON is a contract: docs/CONTRACTS.md).
+	IncidentJson []byte `protobuf:"bytes,1,opt,name=incident_json,json=incidentJson,proto3" json:"incident_json,omitempty"`
+	// The Cluster API objects the report was made from, as JSON of the
+	// collector's model (collector/capi.Cluster without the raw objects),
+	// for `nodediag describe cluster`. Only a nodediag of the collector's
+	// version reads it (collector_version says which).
+	ClusterJson      []byte `protobuf:"bytes,2,opt,name=cluster_json,json=clusterJson,proto3" json:"cluster_json,omitempty"`
+	CollectorVersion string `protobuf:"bytes,3,opt,name=collector_version,json=collectorVersion,proto3" json:"collector_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DiagnoseClusterResponse) Reset() {
+	*x = DiagnoseClusterResponse{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseClusterResponse) ProtoMessage() {}
+
+func (x *DiagnoseClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseClusterResponse.ProtoReflect.Descriptor instead.
+func (*DiagnoseClusterResponse) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DiagnoseClusterResponse) GetIncidentJson() []byte {
+	if x != nil {
+		return x.IncidentJson
+	}
+	return nil
+}
+
+func (x *DiagnoseClusterResponse) GetClusterJson() []byte {
+	if x != nil {
+		return x.ClusterJson
+	}
+	return nil
+}
+
+func (x *DiagnoseClusterResponse) GetCollectorVersion() string {
+	if x != nil {
+		return x.CollectorVersion
+	}
+	return ""
+}
+
 type SweepRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How long to wait for answers; the collector's default when zero.
@@ -5752,7 +5870,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5764,7 +5882,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5777,7 +5895,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SweepRequest) GetTimeout() *durationpb.Duration {
@@ -5801,7 +5919,7 @@ type SweepEvent struct {
 
 func (x *SweepEvent) Reset() {
 	*x = SweepEvent{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5813,7 +5931,7 @@ func (x *SweepEvent) String() string {
 func (*SweepEvent) ProtoMessage() {}
 
 func (x *SweepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5826,7 +5944,7 @@ func (x *SweepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepEvent.ProtoReflect.Descriptor instead.
 func (*SweepEvent) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SweepEvent) GetEvent() isSweepEvent_Event {
@@ -5897,7 +6015,7 @@ type SweepStarted struct {
 
 func (x *SweepStarted) Reset() {
 	*x = SweepStarted{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5909,7 +6027,7 @@ func (x *SweepStarted) String() string {
 func (*SweepStarted) ProtoMessage() {}
 
 func (x *SweepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5922,7 +6040,7 @@ func (x *SweepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStarted.ProtoReflect.Descriptor instead.
 func (*SweepStarted) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SweepStarted) GetRequestId() string {
@@ -5960,7 +6078,7 @@ type SweepDone struct {
 
 func (x *SweepDone) Reset() {
 	*x = SweepDone{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5972,7 +6090,7 @@ func (x *SweepDone) String() string {
 func (*SweepDone) ProtoMessage() {}
 
 func (x *SweepDone) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5985,7 +6103,7 @@ func (x *SweepDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepDone.ProtoReflect.Descriptor instead.
 func (*SweepDone) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SweepDone) GetExpected() int32 {
@@ -6031,7 +6149,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6043,7 +6161,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6056,7 +6174,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
 }
 
 type ListNodesResponse struct {
@@ -6068,7 +6186,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6080,7 +6198,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6093,7 +6211,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeSummary {
@@ -6112,7 +6230,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6124,7 +6242,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6137,7 +6255,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetNodeRequest) GetNodeName() string {
@@ -6174,7 +6292,7 @@ type NodeSummary struct {
 
 func (x *NodeSummary) Reset() {
 	*x = NodeSummary{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6304,7 @@ func (x *NodeSummary) String() string {
 func (*NodeSummary) ProtoMessage() {}
 
 func (x *NodeSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6317,7 @@ func (x *NodeSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSummary.ProtoReflect.Descriptor instead.
 func (*NodeSummary) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{67}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeSummary) GetNodeName() string {
@@ -6304,7 +6422,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6316,7 +6434,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6329,7 +6447,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{68}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *NodeRecord) GetSummary() *NodeSummary {
@@ -6885,7 +7003,14 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"-\n" +
 	"\fCheckRequest\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\"C\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\"J\n" +
+	"\x16DiagnoseClusterRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x8e\x01\n" +
+	"\x17DiagnoseClusterResponse\x12#\n" +
+	"\rincident_json\x18\x01 \x01(\fR\fincidentJson\x12!\n" +
+	"\fcluster_json\x18\x02 \x01(\fR\vclusterJson\x12+\n" +
+	"\x11collector_version\x18\x03 \x01(\tR\x10collectorVersion\"C\n" +
 	"\fSweepRequest\x123\n" +
 	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xae\x01\n" +
 	"\n" +
@@ -6935,11 +7060,12 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\asummary\x18\x01 \x01(\v2\x18.nodediag.v1.NodeSummaryR\asummary\x12+\n" +
 	"\x06report\x18\x02 \x01(\v2\x13.nodediag.v1.ReportR\x06report2T\n" +
 	"\tCollector\x12G\n" +
-	"\aConnect\x12\x19.nodediag.v1.AgentMessage\x1a\x1d.nodediag.v1.CollectorMessage(\x010\x012\xd3\x01\n" +
+	"\aConnect\x12\x19.nodediag.v1.AgentMessage\x1a\x1d.nodediag.v1.CollectorMessage(\x010\x012\xb1\x02\n" +
 	"\x05Fleet\x12=\n" +
 	"\x05Sweep\x12\x19.nodediag.v1.SweepRequest\x1a\x17.nodediag.v1.SweepEvent0\x01\x12J\n" +
 	"\tListNodes\x12\x1d.nodediag.v1.ListNodesRequest\x1a\x1e.nodediag.v1.ListNodesResponse\x12?\n" +
-	"\aGetNode\x12\x1b.nodediag.v1.GetNodeRequest\x1a\x17.nodediag.v1.NodeRecordB;Z9github.com/nodediag/nodediag/proto/nodediag/v1;nodediagv1b\x06proto3"
+	"\aGetNode\x12\x1b.nodediag.v1.GetNodeRequest\x1a\x17.nodediag.v1.NodeRecord\x12\\\n" +
+	"\x0fDiagnoseCluster\x12#.nodediag.v1.DiagnoseClusterRequest\x1a$.nodediag.v1.DiagnoseClusterResponseB;Z9github.com/nodediag/nodediag/proto/nodediag/v1;nodediagv1b\x06proto3"
 
 var (
 	file_nodediag_v1_nodediag_proto_rawDescOnce sync.Once
@@ -6953,80 +7079,82 @@ func file_nodediag_v1_nodediag_proto_rawDescGZIP() []byte {
 	return file_nodediag_v1_nodediag_proto_rawDescData
 }
 
-var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_nodediag_v1_nodediag_proto_goTypes = []any{
-	(*Report)(nil),                // 0: nodediag.v1.Report
-	(*AgentInfo)(nil),             // 1: nodediag.v1.AgentInfo
-	(*HostInfo)(nil),              // 2: nodediag.v1.HostInfo
-	(*Window)(nil),                // 3: nodediag.v1.Window
-	(*ProbeStatus)(nil),           // 4: nodediag.v1.ProbeStatus
-	(*Finding)(nil),               // 5: nodediag.v1.Finding
-	(*Quote)(nil),                 // 6: nodediag.v1.Quote
-	(*Evidence)(nil),              // 7: nodediag.v1.Evidence
-	(*ProbeEvidence)(nil),         // 8: nodediag.v1.ProbeEvidence
-	(*Unreadable)(nil),            // 9: nodediag.v1.Unreadable
-	(*SourceLine)(nil),            // 10: nodediag.v1.SourceLine
-	(*KubeletConfig)(nil),         // 11: nodediag.v1.KubeletConfig
-	(*EnvFile)(nil),               // 12: nodediag.v1.EnvFile
-	(*KubeletFlag)(nil),           // 13: nodediag.v1.KubeletFlag
-	(*KubeletConfigFile)(nil),     // 14: nodediag.v1.KubeletConfigFile
-	(*Binaries)(nil),              // 15: nodediag.v1.Binaries
-	(*Binary)(nil),                // 16: nodediag.v1.Binary
-	(*Kubeadm)(nil),               // 17: nodediag.v1.Kubeadm
-	(*StaticPod)(nil),             // 18: nodediag.v1.StaticPod
-	(*KubeadmConfigFile)(nil),     // 19: nodediag.v1.KubeadmConfigFile
-	(*KubeconfigFile)(nil),        // 20: nodediag.v1.KubeconfigFile
-	(*CloudInit)(nil),             // 21: nodediag.v1.CloudInit
-	(*CloudInitStage)(nil),        // 22: nodediag.v1.CloudInitStage
-	(*Logs)(nil),                  // 23: nodediag.v1.Logs
-	(*LogExcerpt)(nil),            // 24: nodediag.v1.LogExcerpt
-	(*LogLine)(nil),               // 25: nodediag.v1.LogLine
-	(*Filesystems)(nil),           // 26: nodediag.v1.Filesystems
-	(*Filesystem)(nil),            // 27: nodediag.v1.Filesystem
-	(*Swap)(nil),                  // 28: nodediag.v1.Swap
-	(*SwapDevice)(nil),            // 29: nodediag.v1.SwapDevice
-	(*Certificates)(nil),          // 30: nodediag.v1.Certificates
-	(*Certificate)(nil),           // 31: nodediag.v1.Certificate
-	(*CNI)(nil),                   // 32: nodediag.v1.CNI
-	(*CNIConfig)(nil),             // 33: nodediag.v1.CNIConfig
-	(*OSInfo)(nil),                // 34: nodediag.v1.OSInfo
-	(*Journal)(nil),               // 35: nodediag.v1.Journal
-	(*JournalFile)(nil),           // 36: nodediag.v1.JournalFile
-	(*JournalBoot)(nil),           // 37: nodediag.v1.JournalBoot
-	(*Units)(nil),                 // 38: nodediag.v1.Units
-	(*UnitState)(nil),             // 39: nodediag.v1.UnitState
-	(*Containerd)(nil),            // 40: nodediag.v1.Containerd
-	(*HostsFile)(nil),             // 41: nodediag.v1.HostsFile
-	(*RegistryEndpoint)(nil),      // 42: nodediag.v1.RegistryEndpoint
-	(*Runtime)(nil),               // 43: nodediag.v1.Runtime
-	(*RuntimeCondition)(nil),      // 44: nodediag.v1.RuntimeCondition
-	(*RuntimeImage)(nil),          // 45: nodediag.v1.RuntimeImage
-	(*RuntimeContainer)(nil),      // 46: nodediag.v1.RuntimeContainer
-	(*Registries)(nil),            // 47: nodediag.v1.Registries
-	(*RegistryCheck)(nil),         // 48: nodediag.v1.RegistryCheck
-	(*Pods)(nil),                  // 49: nodediag.v1.Pods
-	(*PodContainer)(nil),          // 50: nodediag.v1.PodContainer
-	(*AgentMessage)(nil),          // 51: nodediag.v1.AgentMessage
-	(*Hello)(nil),                 // 52: nodediag.v1.Hello
-	(*Upload)(nil),                // 53: nodediag.v1.Upload
-	(*AgentMessageRaw)(nil),       // 54: nodediag.v1.AgentMessageRaw
-	(*UploadRaw)(nil),             // 55: nodediag.v1.UploadRaw
-	(*CollectorMessage)(nil),      // 56: nodediag.v1.CollectorMessage
-	(*Welcome)(nil),               // 57: nodediag.v1.Welcome
-	(*Ack)(nil),                   // 58: nodediag.v1.Ack
-	(*CheckRequest)(nil),          // 59: nodediag.v1.CheckRequest
-	(*SweepRequest)(nil),          // 60: nodediag.v1.SweepRequest
-	(*SweepEvent)(nil),            // 61: nodediag.v1.SweepEvent
-	(*SweepStarted)(nil),          // 62: nodediag.v1.SweepStarted
-	(*SweepDone)(nil),             // 63: nodediag.v1.SweepDone
-	(*ListNodesRequest)(nil),      // 64: nodediag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 65: nodediag.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),        // 66: nodediag.v1.GetNodeRequest
-	(*NodeSummary)(nil),           // 67: nodediag.v1.NodeSummary
-	(*NodeRecord)(nil),            // 68: nodediag.v1.NodeRecord
-	nil,                           // 69: nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	(*timestamppb.Timestamp)(nil), // 70: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 71: google.protobuf.Duration
+	(*Report)(nil),                  // 0: nodediag.v1.Report
+	(*AgentInfo)(nil),               // 1: nodediag.v1.AgentInfo
+	(*HostInfo)(nil),                // 2: nodediag.v1.HostInfo
+	(*Window)(nil),                  // 3: nodediag.v1.Window
+	(*ProbeStatus)(nil),             // 4: nodediag.v1.ProbeStatus
+	(*Finding)(nil),                 // 5: nodediag.v1.Finding
+	(*Quote)(nil),                   // 6: nodediag.v1.Quote
+	(*Evidence)(nil),                // 7: nodediag.v1.Evidence
+	(*ProbeEvidence)(nil),           // 8: nodediag.v1.ProbeEvidence
+	(*Unreadable)(nil),              // 9: nodediag.v1.Unreadable
+	(*SourceLine)(nil),              // 10: nodediag.v1.SourceLine
+	(*KubeletConfig)(nil),           // 11: nodediag.v1.KubeletConfig
+	(*EnvFile)(nil),                 // 12: nodediag.v1.EnvFile
+	(*KubeletFlag)(nil),             // 13: nodediag.v1.KubeletFlag
+	(*KubeletConfigFile)(nil),       // 14: nodediag.v1.KubeletConfigFile
+	(*Binaries)(nil),                // 15: nodediag.v1.Binaries
+	(*Binary)(nil),                  // 16: nodediag.v1.Binary
+	(*Kubeadm)(nil),                 // 17: nodediag.v1.Kubeadm
+	(*StaticPod)(nil),               // 18: nodediag.v1.StaticPod
+	(*KubeadmConfigFile)(nil),       // 19: nodediag.v1.KubeadmConfigFile
+	(*KubeconfigFile)(nil),          // 20: nodediag.v1.KubeconfigFile
+	(*CloudInit)(nil),               // 21: nodediag.v1.CloudInit
+	(*CloudInitStage)(nil),          // 22: nodediag.v1.CloudInitStage
+	(*Logs)(nil),                    // 23: nodediag.v1.Logs
+	(*LogExcerpt)(nil),              // 24: nodediag.v1.LogExcerpt
+	(*LogLine)(nil),                 // 25: nodediag.v1.LogLine
+	(*Filesystems)(nil),             // 26: nodediag.v1.Filesystems
+	(*Filesystem)(nil),              // 27: nodediag.v1.Filesystem
+	(*Swap)(nil),                    // 28: nodediag.v1.Swap
+	(*SwapDevice)(nil),              // 29: nodediag.v1.SwapDevice
+	(*Certificates)(nil),            // 30: nodediag.v1.Certificates
+	(*Certificate)(nil),             // 31: nodediag.v1.Certificate
+	(*CNI)(nil),                     // 32: nodediag.v1.CNI
+	(*CNIConfig)(nil),               // 33: nodediag.v1.CNIConfig
+	(*OSInfo)(nil),                  // 34: nodediag.v1.OSInfo
+	(*Journal)(nil),                 // 35: nodediag.v1.Journal
+	(*JournalFile)(nil),             // 36: nodediag.v1.JournalFile
+	(*JournalBoot)(nil),             // 37: nodediag.v1.JournalBoot
+	(*Units)(nil),                   // 38: nodediag.v1.Units
+	(*UnitState)(nil),               // 39: nodediag.v1.UnitState
+	(*Containerd)(nil),              // 40: nodediag.v1.Containerd
+	(*HostsFile)(nil),               // 41: nodediag.v1.HostsFile
+	(*RegistryEndpoint)(nil),        // 42: nodediag.v1.RegistryEndpoint
+	(*Runtime)(nil),                 // 43: nodediag.v1.Runtime
+	(*RuntimeCondition)(nil),        // 44: nodediag.v1.RuntimeCondition
+	(*RuntimeImage)(nil),            // 45: nodediag.v1.RuntimeImage
+	(*RuntimeContainer)(nil),        // 46: nodediag.v1.RuntimeContainer
+	(*Registries)(nil),              // 47: nodediag.v1.Registries
+	(*RegistryCheck)(nil),           // 48: nodediag.v1.RegistryCheck
+	(*Pods)(nil),                    // 49: nodediag.v1.Pods
+	(*PodContainer)(nil),            // 50: nodediag.v1.PodContainer
+	(*AgentMessage)(nil),            // 51: nodediag.v1.AgentMessage
+	(*Hello)(nil),                   // 52: nodediag.v1.Hello
+	(*Upload)(nil),                  // 53: nodediag.v1.Upload
+	(*AgentMessageRaw)(nil),         // 54: nodediag.v1.AgentMessageRaw
+	(*UploadRaw)(nil),               // 55: nodediag.v1.UploadRaw
+	(*CollectorMessage)(nil),        // 56: nodediag.v1.CollectorMessage
+	(*Welcome)(nil),                 // 57: nodediag.v1.Welcome
+	(*Ack)(nil),                     // 58: nodediag.v1.Ack
+	(*CheckRequest)(nil),            // 59: nodediag.v1.CheckRequest
+	(*DiagnoseClusterRequest)(nil),  // 60: nodediag.v1.DiagnoseClusterRequest
+	(*DiagnoseClusterResponse)(nil), // 61: nodediag.v1.DiagnoseClusterResponse
+	(*SweepRequest)(nil),            // 62: nodediag.v1.SweepRequest
+	(*SweepEvent)(nil),              // 63: nodediag.v1.SweepEvent
+	(*SweepStarted)(nil),            // 64: nodediag.v1.SweepStarted
+	(*SweepDone)(nil),               // 65: nodediag.v1.SweepDone
+	(*ListNodesRequest)(nil),        // 66: nodediag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),       // 67: nodediag.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),          // 68: nodediag.v1.GetNodeRequest
+	(*NodeSummary)(nil),             // 69: nodediag.v1.NodeSummary
+	(*NodeRecord)(nil),              // 70: nodediag.v1.NodeRecord
+	nil,                             // 71: nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	(*timestamppb.Timestamp)(nil),   // 72: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 73: google.protobuf.Duration
 }
 var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	1,   // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
@@ -7035,13 +7163,13 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	4,   // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
 	5,   // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
 	7,   // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
-	70,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
-	70,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
-	70,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
+	72,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
+	72,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
+	72,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
 	6,   // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
-	70,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
+	72,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
 	2,   // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
-	70,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
+	72,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
 	8,   // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
 	9,   // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
 	11,  // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
@@ -7065,7 +7193,7 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	13,  // 33: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
 	14,  // 34: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
 	10,  // 35: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
-	69,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	71,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
 	10,  // 37: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
 	10,  // 38: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
 	10,  // 39: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
@@ -7079,34 +7207,34 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	10,  // 47: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
 	10,  // 48: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
 	22,  // 49: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	70,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	70,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	70,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	70,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	72,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	72,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	72,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	72,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
 	24,  // 54: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
 	25,  // 55: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	70,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	70,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	70,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	72,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	72,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	72,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
 	27,  // 59: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
 	29,  // 60: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
 	10,  // 61: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
 	31,  // 62: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	70,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	70,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	72,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	72,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	33,  // 65: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	70,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	72,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
 	36,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
 	37,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
 	24,  // 69: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
 	39,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	70,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	70,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	70,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	70,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	72,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	72,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	72,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	72,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
 	39,  // 75: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	70,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	70,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	72,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	72,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
 	6,   // 78: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
 	10,  // 79: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
 	10,  // 80: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
@@ -7124,50 +7252,52 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	44,  // 92: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
 	45,  // 93: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
 	46,  // 94: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	70,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	70,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	72,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	72,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
 	48,  // 97: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
 	10,  // 98: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
 	50,  // 99: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
 	24,  // 100: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	70,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	72,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
 	24,  // 102: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
 	52,  // 103: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
 	0,   // 104: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
 	53,  // 105: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
 	1,   // 106: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	70,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	72,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
 	0,   // 108: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	70,  // 109: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
+	72,  // 109: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
 	52,  // 110: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
 	55,  // 111: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
-	70,  // 112: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
+	72,  // 112: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
 	59,  // 113: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
 	57,  // 114: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
 	58,  // 115: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	71,  // 116: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	71,  // 117: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	62,  // 118: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	67,  // 119: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	63,  // 120: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	70,  // 121: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	71,  // 122: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	67,  // 123: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	73,  // 116: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	73,  // 117: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	64,  // 118: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	69,  // 119: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	65,  // 120: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	72,  // 121: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	73,  // 122: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	69,  // 123: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
 	1,   // 124: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	70,  // 125: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	70,  // 126: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	67,  // 127: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	72,  // 125: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	72,  // 126: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	69,  // 127: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
 	0,   // 128: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
 	51,  // 129: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	60,  // 130: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	64,  // 131: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	66,  // 132: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	56,  // 133: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	61,  // 134: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	65,  // 135: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	68,  // 136: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	133, // [133:137] is the sub-list for method output_type
-	129, // [129:133] is the sub-list for method input_type
+	62,  // 130: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	66,  // 131: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	68,  // 132: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	60,  // 133: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
+	56,  // 134: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	63,  // 135: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	67,  // 136: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	70,  // 137: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	61,  // 138: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
+	134, // [134:139] is the sub-list for method output_type
+	129, // [129:134] is the sub-list for method input_type
 	129, // [129:129] is the sub-list for extension type_name
 	129, // [129:129] is the sub-list for extension extendee
 	0,   // [0:129] is the sub-list for field type_name
@@ -7213,7 +7343,7 @@ func file_nodediag_v1_nodediag_proto_init() {
 		(*CollectorMessage_Welcome)(nil),
 		(*CollectorMessage_Ack)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[61].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[63].OneofWrappers = []any{
 		(*SweepEvent_Started)(nil),
 		(*SweepEvent_Answer)(nil),
 		(*SweepEvent_Done)(nil),
@@ -7224,7 +7354,7 @@ func file_nodediag_v1_nodediag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodediag_v1_nodediag_proto_rawDesc), len(file_nodediag_v1_nodediag_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   70,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -150,9 +150,10 @@ var Collector_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Fleet_Sweep_FullMethodName     = "/nodediag.v1.Fleet/Sweep"
-	Fleet_ListNodes_FullMethodName = "/nodediag.v1.Fleet/ListNodes"
-	Fleet_GetNode_FullMethodName   = "/nodediag.v1.Fleet/GetNode"
+	Fleet_Sweep_FullMethodName           = "/nodediag.v1.Fleet/Sweep"
+	Fleet_ListNodes_FullMethodName       = "/nodediag.v1.Fleet/ListNodes"
+	Fleet_GetNode_FullMethodName         = "/nodediag.v1.Fleet/GetNode"
+	Fleet_DiagnoseCluster_FullMethodName = "/nodediag.v1.Fleet/DiagnoseCluster"
 )
 
 // FleetClient is the client API for Fleet service.
@@ -171,6 +172,15 @@ type FleetClient interface {
 	Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SweepEvent], error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*NodeRecord, error)
+	// DiagnoseCluster joins one Cluster API cluster, as the collector's own
+	// informers see it (`nodediag serve --kubeconfig`), with the stored
+	// reports of its nodes and returns the incident report. Codes:
+	// FailedPrecondition when the collector reads no management cluster,
+	// NotFound for a cluster it does not have, PermissionDenied when the
+	// collector's identity may not read the Cluster (the message names the
+	// identity and the role it lacks), InvalidArgument without a namespace
+	// and name.
+	DiagnoseCluster(ctx context.Context, in *DiagnoseClusterRequest, opts ...grpc.CallOption) (*DiagnoseClusterResponse, error)
 }
 
 type fleetClient struct {
@@ -220,6 +230,16 @@ func (c *fleetClient) GetNode(ctx context.Context, in *GetNodeRequest, opts ...g
 	return out, nil
 }
 
+func (c *fleetClient) DiagnoseCluster(ctx context.Context, in *DiagnoseClusterRequest, opts ...grpc.CallOption) (*DiagnoseClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiagnoseClusterResponse)
+	err := c.cc.Invoke(ctx, Fleet_DiagnoseCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FleetServer is the server API for Fleet service.
 // All implementations must embed UnimplementedFleetServer
 // for forward compatibility.
@@ -236,6 +256,15 @@ type FleetServer interface {
 	Sweep(*SweepRequest, grpc.ServerStreamingServer[SweepEvent]) error
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	GetNode(context.Context, *GetNodeRequest) (*NodeRecord, error)
+	// DiagnoseCluster joins one Cluster API cluster, as the collector's own
+	// informers see it (`nodediag serve --kubeconfig`), with the stored
+	// reports of its nodes and returns the incident report. Codes:
+	// FailedPrecondition when the collector reads no management cluster,
+	// NotFound for a cluster it does not have, PermissionDenied when the
+	// collector's identity may not read the Cluster (the message names the
+	// identity and the role it lacks), InvalidArgument without a namespace
+	// and name.
+	DiagnoseCluster(context.Context, *DiagnoseClusterRequest) (*DiagnoseClusterResponse, error)
 	mustEmbedUnimplementedFleetServer()
 }
 
@@ -254,6 +283,9 @@ func (UnimplementedFleetServer) ListNodes(context.Context, *ListNodesRequest) (*
 }
 func (UnimplementedFleetServer) GetNode(context.Context, *GetNodeRequest) (*NodeRecord, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
+}
+func (UnimplementedFleetServer) DiagnoseCluster(context.Context, *DiagnoseClusterRequest) (*DiagnoseClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiagnoseCluster not implemented")
 }
 func (UnimplementedFleetServer) mustEmbedUnimplementedFleetServer() {}
 func (UnimplementedFleetServer) testEmbeddedByValue()               {}
@@ -323,6 +355,24 @@ func _Fleet_GetNode_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Fleet_DiagnoseCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiagnoseClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FleetServer).DiagnoseCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fleet_DiagnoseCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FleetServer).DiagnoseCluster(ctx, req.(*DiagnoseClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Fleet_ServiceDesc is the grpc.ServiceDesc for Fleet service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -337,6 +387,10 @@ var Fleet_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetNode",
 			Handler:    _Fleet_GetNode_Handler,
+		},
+		{
+			MethodName: "DiagnoseCluster",
+			Handler:    _Fleet_DiagnoseCluster_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
