@@ -37,10 +37,13 @@ Usage:
   nodediag-agent run --collector HOST:PORT [flags]
                                    DaemonSet mode: check on an interval and on request,
                                    stream the reports to a collector
+  nodediag-agent collect --bundle FILE.tar.gz [flags]
+                                   air-gapped: check, then write the redacted evidence,
+                                   the findings and the files behind them to one file
   nodediag-agent version           print the version
 
 Run "nodediag-agent check -h" (or "run -h") for the flags of a command.
-Exit codes of check: 0 no finding at error or above, 1 findings at error or above, 2 the agent could not run.
+Exit codes of check and collect: 0 no finding at error or above, 1 findings at error or above, 2 the agent could not run.
 Exit codes of run: 0 stopped by a signal, or with --once the report acknowledged; 1 with --once the
 report not acknowledged in time (or refused); 2 the agent could not run.
 `
@@ -57,6 +60,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCheck(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runRun(ctx, args[1:], stdout, stderr)
+	case "collect":
+		return runCollect(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		v := version.Get()
 		fmt.Fprintf(stdout, "nodediag-agent %s\n", v)
@@ -94,19 +99,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var o checkOptions
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.root, "root", "/", "the host's root as this process sees it (/ on a VM, /host in the DaemonSet, a directory)")
 	fs.StringVar(&o.output, "output", "text", "text, json or compact (at most 4096 bytes, for az vm run-command)")
-	fs.StringVar(&o.since, "since", "", "judge log lines from this DURATION before the evidence's clock (2h) or this TIME (RFC3339); default: the last boot")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "bound on the whole check")
-	fs.StringVar(&o.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
-	fs.StringVar(&o.role, "role", "", "what the node is meant to be: control-plane or worker (default: inferred from what kubeadm left on the node)")
-	fs.StringVar(&o.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything; for copies of hosts)")
-	fs.StringVar(&o.now, "now", "", "judge as of this TIME (RFC3339) instead of the evidence's clock")
-	fs.StringVar(&o.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name)")
-	fs.StringVar(&o.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")
-	fs.BoolVar(&o.offline, "offline", false, "never touch the network: skip registry reachability")
-	fs.Var(&o.only, "probe", "run only these probes (repeatable, comma-separated)")
-	fs.Var(&o.skip, "skip", "skip these probes (repeatable, comma-separated)")
+	checkFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
@@ -135,6 +129,22 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return ExitUsage
 	}
 	return report.ExitCode(r)
+}
+
+// checkFlags are the flags of a check, shared by check and collect.
+func checkFlags(fs *flag.FlagSet, o *checkOptions) {
+	fs.StringVar(&o.root, "root", "/", "the host's root as this process sees it (/ on a VM, /host in the DaemonSet, a directory)")
+	fs.StringVar(&o.since, "since", "", "judge log lines from this DURATION before the evidence's clock (2h) or this TIME (RFC3339); default: the last boot")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "bound on the whole check")
+	fs.StringVar(&o.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
+	fs.StringVar(&o.role, "role", "", "what the node is meant to be: control-plane or worker (default: inferred from what kubeadm left on the node)")
+	fs.StringVar(&o.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything; for copies of hosts)")
+	fs.StringVar(&o.now, "now", "", "judge as of this TIME (RFC3339) instead of the evidence's clock")
+	fs.StringVar(&o.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name)")
+	fs.StringVar(&o.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")
+	fs.BoolVar(&o.offline, "offline", false, "never touch the network: skip registry reachability")
+	fs.Var(&o.only, "probe", "run only these probes (repeatable, comma-separated)")
+	fs.Var(&o.skip, "skip", "skip these probes (repeatable, comma-separated)")
 }
 
 // check runs the pipeline and returns the redacted report.
@@ -189,10 +199,17 @@ func newChecker(o checkOptions) (*checker, error) {
 
 // run checks the host once, bounded by --timeout.
 func (c *checker) run(ctx context.Context) (*nodediagv1.Report, error) {
+	r, _, err := c.runHost(ctx)
+	return r, err
+}
+
+// runHost is run, also returning the host it read (collect copies files of
+// it).
+func (c *checker) runHost(ctx context.Context) (*nodediagv1.Report, *host.Host, error) {
 	o, rctx := c.o, c.rctx
 	h, err := host.New(o.root, c.runner)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.offline {
 		h.Net = host.NoNetwork{}
@@ -213,7 +230,7 @@ func (c *checker) run(ctx context.Context) (*nodediagv1.Report, error) {
 	if name == "" {
 		name = os.Getenv("NODE_NAME")
 	}
-	return report.Build(ev, res, name), nil
+	return report.Build(ev, res, name), h, nil
 }
 
 func newEngine(dir string) (*rules.Engine, error) {

@@ -36,6 +36,7 @@ func NewRootCommand() *cobra.Command {
 		newNodeCommand(),
 		newDiagnoseCommand(),
 		newDescribeCommand(),
+		newAnalyzeCommand(),
 		newVersionCommand(),
 	)
 	return root

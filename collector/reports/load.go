@@ -1,12 +1,14 @@
 // Package reports loads node reports from files, for the collector's inputs
 // that are not a live agent (`nodediag diagnose --reports PATH...`): an
 // agent's JSON report (`nodediag-agent check --output json`), a node record
-// as `nodediag node NAME -o json` prints it, or a host root (a node's / or a
+// as `nodediag node NAME -o json` prints it, an agent bundle (`nodediag-agent
+// collect --bundle`), or a host root (a node's / or a
 // copy of it), which is checked here by the agent's own pipeline, read-only,
 // running no binary of the root and touching no network.
 package reports
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +17,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"filippo.io/age"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/nodediag/nodediag/agent/bundle"
 
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/probe"
@@ -33,15 +38,54 @@ const MaxFileBytes = 64 << 20
 // file nor a host root.
 var ErrNotReport = errors.New("not a nodediag report or a host root")
 
-// Load reads the report at path: a JSON file (a Report or a NodeRecord), or
-// a directory that is a host root (it has etc/ or var/), checked now.
+// Load reads the report at path: a JSON file (a Report or a NodeRecord), an
+// agent bundle (`nodediag-agent collect --bundle`, not encrypted), or a
+// directory that is a host root (it has etc/ or var/), checked now.
 func Load(ctx context.Context, path string) (*nodediagv1.Report, error) {
+	l, err := Read(ctx, path, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Report, nil
+}
+
+// Kinds of input (Loaded.Kind).
+const (
+	KindReport   = "report"    // an agent JSON report or a node record
+	KindBundle   = "bundle"    // nodediag-agent collect --bundle
+	KindHostRoot = "host root" // a node's / or a copy of it, checked here
+)
+
+// Options tune Read.
+type Options struct {
+	// Identities open encrypted bundles (age).
+	Identities []age.Identity
+}
+
+// Loaded is one input as read.
+type Loaded struct {
+	Path   string
+	Kind   string
+	Report *nodediagv1.Report
+	// Problems are what was wrong with the input but did not stop it
+	// being used (a bundle cut short, a member failing its hash, a bundle
+	// of a newer format), as sentences.
+	Problems []string
+}
+
+// Read reads the input at path (see Load), saying what kind it was and
+// what was wrong with it.
+func Read(ctx context.Context, path string, o Options) (*Loaded, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if fi.IsDir() {
-		return checkRoot(ctx, path)
+		r, err := checkRoot(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		return &Loaded{Path: path, Kind: KindHostRoot, Report: r}, nil
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w: %s, not a file", path, ErrNotReport, fi.Mode().Type())
@@ -51,14 +95,54 @@ func Load(ctx context.Context, path string) (*nodediagv1.Report, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	br := bufio.NewReader(io.LimitReader(f, MaxFileBytes+1))
+	head, _ := br.Peek(32)
+	if bundle.IsBundle(head) {
+		b, err := bundle.Read(br, o.Identities...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return &Loaded{Path: path, Kind: KindBundle, Report: b.Report, Problems: b.Problems}, nil
+	}
+	b, err := io.ReadAll(br)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(b) > MaxFileBytes {
 		return nil, fmt.Errorf("%s: larger than %d MiB: %w", path, MaxFileBytes>>20, ErrNotReport)
 	}
-	return parse(path, b)
+	r, err := parse(path, b)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Path: path, Kind: KindReport, Report: r}, nil
+}
+
+// Rejudge judges a report's evidence again with this nodediag's rules (the
+// agent's own engine), in the report's own window: a bundle or a report
+// from an older agent gets today's verdict. A report without evidence is
+// returned as it is.
+func Rejudge(e *rules.Engine, r *nodediagv1.Report) *nodediagv1.Report {
+	ev := r.GetEvidence()
+	if ev == nil {
+		return r
+	}
+	var c rules.Context
+	if w := r.GetWindow(); w != nil {
+		if w.Since != nil {
+			c.Since = w.Since.AsTime()
+		}
+		if w.Until != nil {
+			c.Now = w.Until.AsTime()
+		}
+	}
+	out := report.Build(ev, e.Analyze(ev, c), r.GetHost().GetNodeName())
+	// The agent that collected it, not this process, made the evidence.
+	out.Agent = r.GetAgent()
+	if r.GetHost().GetRoot() != "" {
+		out.Host.Root = r.GetHost().GetRoot()
+	}
+	return out
 }
 
 // parse takes b as a NodeRecord when it has a "report" and "summary", else

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/spf13/cobra"
+
+	"github.com/nodediag/nodediag/agent/report"
+	"github.com/nodediag/nodediag/agent/rules"
+	"github.com/nodediag/nodediag/collector/reports"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+const analyzeLong = `Analyse node evidence offline: agent bundles (nodediag-agent collect --bundle,
+encrypted ones with --identity), agent JSON reports and node records, and host
+roots (a node's / or a copy of it, checked here read-only: no binary of the
+copy is run, no network touched). Every node's evidence is judged again with
+this nodediag's rules, the agent's own, so an old bundle gets today's verdict.
+
+What is wrong with an input (a bundle cut short, a member that fails its
+hash, a bundle of a newer format, a path that is no report) is said, and the
+rest is analysed.
+
+Output: -o markdown (default) a summary table and each node's report; -o json
+{"inputs": [{"path", "kind", "problems", "report"}]} with each report in the
+agent's JSON form; -o html the same as a page; -o text the agents' text
+reports one after the other.
+
+Exit codes: 0 no finding at error or above; 1 at least one; 2 usage, or no
+input could be analysed.`
+
+type analyzeOptions struct {
+	output     string
+	identities []string
+}
+
+func newAnalyzeCommand() *cobra.Command {
+	o := &analyzeOptions{}
+	cmd := &cobra.Command{
+		Use:   "analyze PATH... [-o markdown|json|html|text] [--identity FILE]",
+		Short: "Analyse agent bundles, reports and host roots offline (air-gapped hosts, copies of nodes)",
+		Long:  analyzeLong,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAnalyze(contextOf(cmd), cmd.OutOrStdout(), o, args)
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "markdown", "output format: markdown, json, html or text")
+	cmd.Flags().StringSliceVar(&o.identities, "identity", nil, "age identity `FILE` that opens encrypted bundles (repeatable)")
+	return cmd
+}
+
+// analyzed is one input and what came of it.
+type analyzed struct {
+	Path     string          `json:"path"`
+	Kind     string          `json:"kind,omitempty"`
+	Problems []string        `json:"problems,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Report   json.RawMessage `json:"report,omitempty"`
+	report   *nodediagv1.Report
+}
+
+func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []string) error {
+	switch o.output {
+	case "markdown", "json", "html", "text":
+	default:
+		return exitf(ExitUsage, "--output %q: want markdown, json, html or text", o.output)
+	}
+	var ids []age.Identity
+	for _, p := range o.identities {
+		f, err := os.Open(p)
+		if err != nil {
+			return exitf(ExitUsage, "--identity: %v", err)
+		}
+		got, err := age.ParseIdentities(f)
+		f.Close()
+		if err != nil {
+			return exitf(ExitUsage, "--identity %s: %v", p, err)
+		}
+		ids = append(ids, got...)
+	}
+	e, err := rules.NewEngine()
+	if err != nil {
+		return exitf(ExitUsage, "loading the rules: %v", err)
+	}
+	var out []*analyzed
+	usable, failing := 0, false
+	for _, p := range paths {
+		a := &analyzed{Path: p}
+		out = append(out, a)
+		l, err := reports.Read(ctx, p, reports.Options{Identities: ids})
+		if err != nil {
+			a.Error = err.Error()
+			continue
+		}
+		a.Kind, a.Problems = l.Kind, l.Problems
+		a.report = reports.Rejudge(e, l.Report)
+		if a.Report, err = report.MarshalJSON(a.report); err != nil {
+			a.Error = err.Error()
+			continue
+		}
+		usable++
+		failing = failing || report.ExitCode(a.report) != 0
+	}
+	var buf bytes.Buffer
+	switch o.output {
+	case "json":
+		b, err := json.MarshalIndent(map[string]any{"inputs": out}, "", "  ")
+		if err != nil {
+			return exitf(ExitUsage, "%v", err)
+		}
+		buf.Write(append(b, '\n'))
+	case "text":
+		for _, a := range out {
+			if a.report == nil {
+				fmt.Fprintf(&buf, "nodediag analyze: %s: %s\n\n", a.Path, oneLine(a.Error))
+				continue
+			}
+			for _, p := range a.Problems {
+				fmt.Fprintf(&buf, "nodediag analyze: %s: %s\n", a.Path, oneLine(p))
+			}
+			if err := report.WriteText(&buf, a.report); err != nil {
+				return exitf(ExitUsage, "%v", err)
+			}
+			buf.WriteString("\n")
+		}
+	case "markdown":
+		writeAnalysisMarkdown(&buf, out)
+	case "html":
+		var md bytes.Buffer
+		writeAnalysisMarkdown(&md, out)
+		fmt.Fprintf(&buf, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>nodediag analyze</title></head>\n<body><pre>%s</pre></body></html>\n", html.EscapeString(md.String()))
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	switch {
+	case usable == 0:
+		return exitf(ExitUsage, "no input could be analysed")
+	case failing:
+		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("a node has a finding at error or above")}
+	}
+	return nil
+}
+
+// writeAnalysisMarkdown: a table of the inputs, then each node's report.
+func writeAnalysisMarkdown(w io.Writer, out []*analyzed) {
+	fmt.Fprintf(w, "# nodediag analyze: %d input(s)\n\n", len(out))
+	fmt.Fprintf(w, "| input | kind | node | verdict |\n|---|---|---|---|\n")
+	for _, a := range out {
+		node, verdict := "-", "not analysed: "+oneLine(a.Error)
+		if a.report != nil {
+			node = a.report.GetHost().GetNodeName()
+			verdict = report.Summary(a.report)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", mdCell(a.Path), mdCell(a.Kind), mdCell(node), mdCell(verdict))
+	}
+	for _, a := range out {
+		fmt.Fprintf(w, "\n## %s\n\n", a.Path)
+		if a.report == nil {
+			fmt.Fprintf(w, "Not analysed: %s\n", oneLine(a.Error))
+			continue
+		}
+		for _, p := range a.Problems {
+			fmt.Fprintf(w, "- input problem: %s\n", oneLine(p))
+		}
+		if len(a.Problems) > 0 {
+			fmt.Fprintln(w)
+		}
+		var t bytes.Buffer
+		_ = report.WriteText(&t, a.report)
+		fmt.Fprintf(w, "```text\n%s```\n", strings.ReplaceAll(t.String(), "```", "'''"))
+	}
+}
+
+// mdCell makes s safe in a Markdown table cell.
+func mdCell(s string) string {
+	s = strings.ReplaceAll(oneLine(s), "|", `\|`)
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
