@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +80,15 @@ func TestPlantedSecretsNeverLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	outputs["evidence"] = string(b)
+	// The bundle of collect: the report and the raw files, decompressed.
+	bundlePath := filepath.Join(t.TempDir(), "b.tar.gz")
+	if _, stderr, code := run(t, "collect", "--root", root, "--bundle", bundlePath); code == ExitUsage {
+		t.Fatalf("collect: %s", stderr)
+	}
+	outputs["bundle"] = gunzip(t, bundlePath)
+	if !strings.Contains(outputs["bundle"], "files/var/log/cloud-init-output.log") {
+		t.Errorf("the bundle holds no raw file: it would prove nothing")
+	}
 	// The lines were kept as evidence (redacted): a test of lines the agent
 	// never read would prove nothing.
 	for _, kept := range []string{"capzci:[REDACTED]", `\"auth\":\"[REDACTED]\"`, "REGISTRY_PASS=[REDACTED]", "deploy:[REDACTED]@git.example.com"} {
@@ -200,4 +211,23 @@ func TestCompactFitsRunCommand(t *testing.T) {
 			t.Errorf("%s: compact output is %d bytes", s.name, len(out))
 		}
 	}
+}
+
+// gunzip is a gzip file's content (a bundle's tar, headers and members).
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
