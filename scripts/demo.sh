@@ -28,3 +28,28 @@ for dir in "$hosts"/*/; do
 done
 printf '\n================ summary ================\n'
 printf '%s\n' "${summaries[@]}"
+
+# Air-gapped: one host's bundle carried out and analysed elsewhere.
+bundle_dir=$(mktemp -d)
+trap 'rm -rf "$bundle_dir"' EXIT
+host=dkp-registry-missing-scheme
+hargs=()
+if [ -f "$hosts/$host/args" ]; then
+  while IFS= read -r line; do
+    case "$line" in ''|'#'*) ;; *) hargs+=("$line") ;; esac
+  done < "$hosts/$host/args"
+fi
+printf '
+================ air-gapped: nodediag-agent collect --bundle; nodediag analyze ================
+'
+"$agent" collect --root "$hosts/$host/root" --exec none --offline "${hargs[@]}" --bundle "$bundle_dir/$host.tar.gz"
+if [ $? -eq 2 ]; then
+  echo "demo: collect failed on $host" >&2
+  exit 2
+fi
+collector=$(dirname "$agent")/nodediag
+if [ -x "$collector" ]; then
+  "$collector" analyze "$bundle_dir/$host.tar.gz" 2>/dev/null | sed -n '1,8p'
+  echo "..."
+fi
+

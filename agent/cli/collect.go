@@ -115,7 +115,7 @@ func runCollect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stdout, "withheld: %d file(s) that hold keys or credentials (listed in the manifest)\n", n)
 	}
 	if n := len(m.Skipped); n > 0 {
-		fmt.Fprintf(stdout, "skipped: %d file(s) over the size bounds or binary (listed in the manifest)\n", n)
+		fmt.Fprintf(stdout, "skipped: %d file(s): absent, binary or over the size bounds (listed in the manifest)\n", n)
 	}
 	redacted := 0
 	for _, rd := range m.Redacted {
