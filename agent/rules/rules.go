@@ -43,6 +43,19 @@ type Context struct {
 	RoleSource, RoleReason string
 }
 
+// InWindowOf returns c bounded by a report's window: judging stored
+// evidence again in the window its agent used, so that only what the
+// caller adds (an expected version, a role, newer rules) changes.
+func (c Context) InWindowOf(w *nodediagv1.Window) Context {
+	if w.GetSince() != nil {
+		c.Since = w.GetSince().AsTime()
+	}
+	if w.GetUntil() != nil {
+		c.Now = w.GetUntil().AsTime()
+	}
+	return c
+}
+
 // Result is what Analyze concluded.
 type Result struct {
 	// Findings, ranked: the first is the most likely root cause.

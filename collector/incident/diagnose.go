@@ -173,14 +173,7 @@ func (d *diag) machineState(mn MachineNode) *mstate {
 			return s.finish()
 		}
 		// The agent's own window, so that only the expectation changes.
-		if w := s.rep.GetWindow(); w != nil {
-			if w.Since != nil {
-				ctx.Since = w.Since.AsTime()
-			}
-			if w.Until != nil {
-				ctx.Now = w.Until.AsTime()
-			}
-		}
+		ctx = ctx.InWindowOf(s.rep.GetWindow())
 		// report.Build assembles and redacts the report as the agent does.
 		// It is given the evidence's outline (host, probe statuses, OS):
 		// the full evidence was redacted when the agent built its report,

@@ -127,15 +127,7 @@ func Rejudge(e *rules.Engine, r *nodediagv1.Report) *nodediagv1.Report {
 	if ev == nil {
 		return r
 	}
-	var c rules.Context
-	if w := r.GetWindow(); w != nil {
-		if w.Since != nil {
-			c.Since = w.Since.AsTime()
-		}
-		if w.Until != nil {
-			c.Now = w.Until.AsTime()
-		}
-	}
+	c := rules.Context{}.InWindowOf(r.GetWindow())
 	out := report.Build(ev, e.Analyze(ev, c), r.GetHost().GetNodeName())
 	// The agent that collected it, not this process, made the evidence.
 	out.Agent = r.GetAgent()

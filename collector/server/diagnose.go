@@ -136,16 +136,7 @@ func (s *Server) clusterReports(ctx context.Context, c *capi.Cluster) ([]inciden
 		if err != nil {
 			return nil, s.storeStatus("reading the node's report", err)
 		}
-		s.mu.RLock()
-		ss := s.agents[sum.GetNodeName()]
-		lastSeen := s.lastSeen[sum.GetNodeName()]
-		s.mu.RUnlock()
-		if ss != nil {
-			rec.Summary = live(rec.Summary, true, ss.seen())
-		} else {
-			rec.Summary = live(rec.Summary, false, lastSeen)
-		}
-		out = append(out, incident.NodeReport{Report: rec.Report, Summary: rec.Summary})
+		out = append(out, incident.NodeReport{Report: rec.Report, Summary: s.liveSummary(rec.Summary)})
 	}
 	return out, nil
 }

@@ -226,18 +226,19 @@ func (f *fleetService) GetNode(ctx context.Context, req *nodediagv1.GetNodeReque
 		}
 		return nil, s.storeStatus("reading the node's report", err)
 	}
+	return &nodediagv1.NodeRecord{Summary: s.liveSummary(rec.Summary), Report: rec.Report}, nil
+}
+
+// liveSummary is a stored summary with the node's live state: connected
+// now, or when its stream ended (zero when it never had one here).
+func (s *Server) liveSummary(sum *nodediagv1.NodeSummary) *nodediagv1.NodeSummary {
+	name := sum.GetNodeName()
 	s.mu.RLock()
 	ss := s.agents[name]
-	lastSeen, hadStream := s.lastSeen[name]
+	lastSeen := s.lastSeen[name]
 	s.mu.RUnlock()
-	var sum *nodediagv1.NodeSummary
-	switch {
-	case ss != nil:
-		sum = live(rec.Summary, true, ss.seen())
-	case hadStream:
-		sum = live(rec.Summary, false, lastSeen)
-	default:
-		sum = live(rec.Summary, false, time.Time{})
+	if ss != nil {
+		return live(sum, true, ss.seen())
 	}
-	return &nodediagv1.NodeRecord{Summary: sum, Report: rec.Report}, nil
+	return live(sum, false, lastSeen)
 }
