@@ -45,20 +45,69 @@ var journalFields = []string{"MESSAGE", "SYSLOG_IDENTIFIER", "_SYSTEMD_UNIT", "U
 // wrote about it (UNIT=, from PID 1: exits, restarts), kept by the same
 // policy as text logs. It derives the units' state from systemd's messages
 // for when the bus cannot be asked (the units probe).
-type journalProbe struct{}
+//
+// Given text exports (JournalText: a CI artifact tree's journal.log and
+// kubelet.log, journalctl's short output), it reads them instead, into the
+// same evidence: what is judged cannot tell the two sources apart.
+type journalProbe struct {
+	text []journal.TextExport
+}
+
+// JournalText returns the probes with the journal read from text exports
+// instead of journal files (nodediag analyze of a CI artifact tree).
+func JournalText(exports ...journal.TextExport) []probe.Probe {
+	ps := All()
+	for i, p := range ps {
+		if _, ok := p.(journalProbe); ok {
+			ps[i] = journalProbe{text: exports}
+		}
+	}
+	return ps
+}
 
 func (journalProbe) Name() string { return "journal" }
 
-func (journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, error) {
+// journalSource is what the probe reads entries from: journal files
+// (journal.Journal) or text exports (journal.TextJournal).
+type journalSource interface {
+	Query(q journal.Query, fn func(*journal.Entry) bool) error
+	Boots() ([]journal.Boot, error)
+}
+
+func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidence, error) {
 	pe := &nodediagv1.ProbeEvidence{}
-	j, err := journal.Open(h, journalDirs...)
-	if err != nil {
-		return nil, fmt.Errorf("opening the journal: %w", err)
-	}
-	defer j.Close()
+	var src journalSource
+	var files []*journal.File
+	var problems func() []journal.Problem
 	data := &nodediagv1.Journal{Dirs: journalDirs}
+	if len(p.text) > 0 {
+		tj, err := journal.OpenText(h, journal.TextOptions{}, p.text...)
+		problems = func() []journal.Problem { return tj.Problems }
+		if err != nil {
+			for _, pr := range tj.Problems {
+				probe.Unreadable(pe, pr.Path, pr.Err)
+			}
+			return pe, fmt.Errorf("reading the journal's text exports: %w", err)
+		}
+		src, files = tj, tj.Files
+		data.Dirs = nil
+		for _, e := range p.text {
+			data.Dirs = append(data.Dirs, e.Path)
+		}
+	} else {
+		j, err := journal.Open(h, journalDirs...)
+		if err != nil {
+			return nil, fmt.Errorf("opening the journal: %w", err)
+		}
+		defer j.Close()
+		problems = func() []journal.Problem { return j.Problems }
+		if len(j.Files) == 0 {
+			return pe, fmt.Errorf("%w: no journal files in %s", probe.ErrNotApplicable, strings.Join(journalDirs, " or "))
+		}
+		src, files = j, j.Files
+	}
 	defer func() {
-		for _, p := range j.Problems {
+		for _, p := range problems() {
 			src := p.Path
 			if p.Offset > 0 {
 				src = fmt.Sprintf("%s (offset %d)", p.Path, p.Offset)
@@ -66,10 +115,7 @@ func (journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvi
 			probe.Unreadable(pe, src, p.Err)
 		}
 	}()
-	if len(j.Files) == 0 {
-		return pe, fmt.Errorf("%w: no journal files in %s", probe.ErrNotApplicable, strings.Join(journalDirs, " or "))
-	}
-	for _, f := range j.Files {
+	for _, f := range files {
 		jf := &nodediagv1.JournalFile{Path: f.Path, SizeBytes: f.Size, NEntries: int64(f.Entries), Features: f.Features}
 		if !f.Head.IsZero() {
 			jf.Head = timestamppb.New(f.Head)
@@ -79,7 +125,7 @@ func (journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvi
 		}
 		data.Files = append(data.Files, jf)
 	}
-	boots, err := j.Boots()
+	boots, err := src.Boots()
 	if err != nil {
 		probe.Unreadable(pe, "journal boots", err)
 	}
@@ -94,7 +140,7 @@ func (journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvi
 			probe.Unreadable(pe, "journal:"+u.unit, fmt.Errorf("not read: %w", err))
 			continue
 		}
-		ex, state, err := journalUnit(ctx, j, u.unit, u.kind, data.BootId)
+		ex, state, err := journalUnit(ctx, src, u.unit, u.kind, data.BootId)
 		if err != nil {
 			probe.Unreadable(pe, "journal:"+u.unit, err)
 			continue
@@ -111,7 +157,7 @@ func (journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvi
 }
 
 // journalUnit reads one unit's entries of a boot; nil, nil when it has none.
-func journalUnit(ctx context.Context, j *journal.Journal, unit, kind, bootID string) (*nodediagv1.LogExcerpt, *nodediagv1.UnitState, error) {
+func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string) (*nodediagv1.LogExcerpt, *nodediagv1.UnitState, error) {
 	q := journal.Query{
 		Any: [][]journal.Term{
 			{{Field: "_SYSTEMD_UNIT", Value: unit}},

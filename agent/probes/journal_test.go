@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	"github.com/nodediag/nodediag/agent/host/hosttest"
+	"github.com/nodediag/nodediag/agent/journal"
 	"github.com/nodediag/nodediag/agent/journal/journaltest"
 	"github.com/nodediag/nodediag/agent/probe"
+	"github.com/nodediag/nodediag/internal/testenv"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -140,5 +147,61 @@ func TestJournalProbeDamagedFile(t *testing.T) {
 	}
 	if len(pe.Unreadable) == 0 || !strings.Contains(pe.Unreadable[0].Source, "system@") {
 		t.Errorf("unreadable %v, want the damaged file named", pe.Unreadable)
+	}
+}
+
+// TestJournalProbeTextExports: the journal of TestJournalProbe, printed by
+// the real journalctl as the CAPZ log collector prints it (journal.log
+// whole, kubelet.log with -u kubelet.service, both --output=short-precise),
+// gives the journal probe the same excerpts and unit states as the journal
+// files themselves.
+func TestJournalProbeTextExports(t *testing.T) {
+	jc, err := exec.LookPath("journalctl")
+	testenv.Require(t, err == nil, "journalctl (Debian package systemd): %v", err)
+	h := hosttest.Tree(t, map[string]string{"etc/hostname": "node-1\n"})
+	var es []journaltest.Entry
+	es = append(es, jEntry(0, jBoot1, "kubelet.service", 900, `I0501 00:00:00.000000     900 server.go:484] "Kubelet version" kubeletVersion="v1.34.2"`))
+	for i := 0; i < 4; i++ {
+		at := time.Hour + time.Duration(i)*10*time.Second
+		es = append(es, jEntry(at, jBoot2, "kubelet.service", 2000+i, fmt.Sprintf(`E0501 01:00:%02d.000000 %7d run.go:74] "command failed" err="failed to parse kubelet flag: unknown flag: --pod-infra-container-image"`, i*10, 2000+i)))
+		es = append(es, jEntry(at+time.Millisecond, jBoot2, "kubelet.service", 1, "kubelet.service: Main process exited, code=exited, status=1/FAILURE"))
+		es = append(es, jEntry(at+2*time.Millisecond, jBoot2, "kubelet.service", 1, "kubelet.service: Failed with result 'exit-code'."))
+		es = append(es, jEntry(at+9*time.Second, jBoot2, "kubelet.service", 1, fmt.Sprintf("kubelet.service: Scheduled restart job, restart counter is at %d.", i+1)))
+	}
+	es = append(es, jEntry(time.Hour+time.Minute, jBoot2, "containerd.service", 800, `time="2024-05-01T01:01:00.000000000Z" level=error msg="failed to load cni during init"`))
+	file := filepath.Join(h.Root, "var/log/journal/3d1219c7c4c5404aaa1f6d2a48adfda4/system.journal")
+	journaltest.WriteJournal(t, file, journaltest.Options{}, journaltest.Entries(es...))
+	export := func(name string, args ...string) {
+		cmd := exec.Command(jc, append([]string{"--file", file, "--no-pager", "--output=short-precise"}, args...)...)
+		cmd.Env = append(os.Environ(), "TZ=UTC")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("journalctl %v: %v", args, err)
+		}
+		if err := os.WriteFile(filepath.Join(h.Root, name), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	export("journal.log")
+	export("kubelet.log", "-u", "kubelet.service")
+
+	fromFiles, err := journalProbe{}.Run(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromText, err := journalProbe{text: []journal.TextExport{{Path: "/journal.log"}, {Path: "/kubelet.log", Unit: "kubelet.service"}}}.Run(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromText.Unreadable) > 0 {
+		t.Errorf("unreadable: %v", fromText.Unreadable)
+	}
+	a, b := fromFiles.GetJournal(), fromText.GetJournal()
+	if b.BootId != a.BootId {
+		t.Errorf("boot %q, want %q", b.BootId, a.BootId)
+	}
+	ignore := protocmp.IgnoreFields(&nodediagv1.Journal{}, "files", "dirs", "boots")
+	if diff := cmp.Diff(a, b, protocmp.Transform(), ignore); diff != "" {
+		t.Errorf("journal evidence from text differs from the files' (-files +text):\n%s", diff)
 	}
 }

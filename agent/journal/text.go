@@ -1,0 +1,709 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nodediag/nodediag/agent/host"
+)
+
+// Text exports: the journal as journalctl prints it in its short formats,
+// the form CI artifact trees keep (the Cluster API and CAPZ e2e log
+// collectors save `journalctl --no-pager --output=short-precise` into
+// journal.log, and the same with `-u kubelet.service` into kubelet.log, `-u
+// containerd.service` into containerd.log, `-k` into kern.log). A TextJournal
+// reads such files and yields the same Entry values the binary reader
+// yields, so that what is built on entries cannot tell the two apart:
+//
+//   - MESSAGE, SYSLOG_IDENTIFIER, _PID and _HOSTNAME come from the line
+//     ("May 01 00:00:07.000000 node-0 systemd[1]: kubelet.service: ...");
+//   - _SYSTEMD_UNIT is the export's unit (journalctl -u) for every entry
+//     not written by systemd itself, or, in a whole-journal export, the unit
+//     of a known identifier (kubelet, containerd);
+//   - UNIT is set on systemd's (PID 1) messages about a unit: the export's
+//     unit, or the unit the message names ("kubelet.service: Main process
+//     exited ...", "Started kubelet.service - ...");
+//   - the boot is the one of the last "-- Boot ID --" line journalctl wrote
+//     above the entry; the entries before the first such line belong to a
+//     boot whose ID the export does not say (BootID "").
+//
+// What text cannot give: the monotonic clock, sequence numbers, fields other
+// than those above, and bytes of a message journalctl did not print (it
+// shows "[N blob data]" for binary messages), and tabs: journalctl prints a
+// tab in a message as spaces.
+
+// TextExport is one text export of the journal.
+type TextExport struct {
+	// Path is the file's host path.
+	Path string
+	// Unit is the unit the export was made for (journalctl -u UNIT), ""
+	// for a whole journal (or a kernel-only one).
+	Unit string
+}
+
+// TextOptions tune how text exports are read.
+type TextOptions struct {
+	// Reference is a time at or after the export was made (its file's
+	// modification time, or a date written in another log of the same node).
+	// The short formats print no year: the year is chosen so that the last
+	// entry is not after Reference (plus a day of slack for time zones),
+	// counting a year for each time the dates wrap from December to January.
+	// Zero means the host's clock.
+	Reference time.Time
+	// Location is the time zone the export was printed in: journalctl
+	// prints local time, and CI nodes run on UTC. Nil means UTC.
+	Location *time.Location
+}
+
+// Limits of the text reader.
+const (
+	// textMaxLine bounds a line; the rest of a longer line is dropped and
+	// the line is kept as far as it goes.
+	textMaxLine = 1 << 20
+	// textMaxProblems bounds the problems recorded per file.
+	textMaxProblems = 8
+)
+
+// ErrNotText is returned (wrapped) for a file that is not a journalctl text
+// export: no line of it has the short format.
+var ErrNotText = errors.New("not a journalctl text export (short or short-precise)")
+
+// TextJournal reads text exports of the journal.
+type TextJournal struct {
+	h       *host.Host
+	exports []*textFile
+	o       TextOptions
+	// Problems are what could not be read: unreadable files, lines that are
+	// not journalctl output (binary garbage, another format), as in
+	// Journal.Problems.
+	Problems []Problem
+	// Files describes the exports, as Journal.Files does the binary files.
+	Files []*File
+}
+
+// textFile is one export and what the first pass learnt of it.
+type textFile struct {
+	TextExport
+	size      int64
+	startYear int // the year of the first dated line
+	lines     int // entries
+	boots     []Boot
+}
+
+// OpenText opens the text exports and reads each once (boots, years, the
+// number of entries). An export that cannot be read is recorded in Problems
+// and left out; OpenText fails only when none is usable.
+func OpenText(h *host.Host, o TextOptions, exports ...TextExport) (*TextJournal, error) {
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+	if o.Reference.IsZero() {
+		o.Reference = h.Now()
+	}
+	t := &TextJournal{h: h, o: o}
+	var lastErr error
+	for _, e := range exports {
+		tf, err := t.scan(e)
+		if err != nil {
+			t.Problems = append(t.Problems, Problem{Path: e.Path, Err: err})
+			lastErr = err
+			continue
+		}
+		t.exports = append(t.exports, tf)
+		f := &File{Path: e.Path, Size: tf.size, Entries: uint64(tf.lines), Features: []string{"text"}}
+		if n := len(tf.boots); n > 0 {
+			f.Head, f.Tail = tf.boots[0].First, tf.boots[n-1].Last
+		}
+		t.Files = append(t.Files, f)
+	}
+	if len(t.exports) == 0 && lastErr != nil {
+		return t, lastErr
+	}
+	return t, nil
+}
+
+// Close releases nothing: files are opened per pass.
+func (t *TextJournal) Close() error { return nil }
+
+// Boots returns the boots the exports show, oldest first. A boot whose ID
+// the exports do not say has ID "".
+func (t *TextJournal) Boots() ([]Boot, error) {
+	var out []Boot
+	byID := map[string]int{}
+	for _, f := range t.exports {
+		for _, b := range f.boots {
+			if i, ok := byID[b.ID]; ok && b.ID != "" {
+				out[i].First = minTime(out[i].First, b.First)
+				out[i].Last = maxTime(out[i].Last, b.Last)
+				continue
+			}
+			byID[b.ID] = len(out)
+			out = append(out, b)
+		}
+	}
+	// Oldest first, by first entry.
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].First.Before(out[j-1].First); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// Query calls fn for each matching entry (see Query of Journal: the same
+// Any, BootID, Since and Until; Fields is ignored, every field of a text
+// entry is cheap). The exports read are the ones made for a unit the query
+// names (a _SYSTEMD_UNIT or UNIT term), when there are such exports; else
+// the whole-journal exports; a query naming no unit reads every export.
+// Entries are yielded in each file's order.
+func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
+	files := t.filesFor(q)
+	if len(files) == 0 {
+		return nil
+	}
+	want := strings.ToLower(strings.ReplaceAll(q.BootID, "-", ""))
+	// An export shows a boot's ID only where the boot changes: the entries
+	// above its first "-- Boot --" line have none. They are of the boot
+	// asked for when they fall within its span as the other exports show it.
+	var span Boot
+	if want != "" {
+		boots, _ := t.Boots()
+		for _, b := range boots {
+			if b.ID == want {
+				span = b
+			}
+		}
+	}
+	for _, f := range files {
+		stop := false
+		err := t.read(f, func(e *Entry) bool {
+			if want != "" && e.BootID != want {
+				if e.BootID != "" || span.ID == "" || e.Realtime.Before(span.First) || e.Realtime.After(span.Last) {
+					return true
+				}
+			}
+			if !q.Since.IsZero() && e.Realtime.Before(q.Since) {
+				return true
+			}
+			if !q.Until.IsZero() && e.Realtime.After(q.Until) {
+				return true
+			}
+			if !matches(q.Any, e.Fields) {
+				return true
+			}
+			if !fn(e) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			t.Problems = append(t.Problems, Problem{Path: f.Path, Err: err})
+		}
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
+
+// filesFor picks the exports a query reads.
+func (t *TextJournal) filesFor(q Query) []*textFile {
+	units := map[string]bool{}
+	for _, clause := range q.Any {
+		for _, term := range clause {
+			if term.Field == "_SYSTEMD_UNIT" || term.Field == "UNIT" {
+				units[term.Value] = true
+			}
+		}
+	}
+	if len(units) == 0 {
+		return t.exports
+	}
+	var scoped, whole []*textFile
+	for _, f := range t.exports {
+		switch {
+		case f.Unit == "":
+			whole = append(whole, f)
+		case units[f.Unit]:
+			scoped = append(scoped, f)
+		}
+	}
+	if len(scoped) > 0 {
+		return scoped
+	}
+	return whole
+}
+
+// matches says whether fields satisfy one clause of any.
+func matches(any [][]Term, fields map[string]string) bool {
+	if len(any) == 0 {
+		return true
+	}
+	for _, clause := range any {
+		ok := true
+		for _, term := range clause {
+			if v, has := fields[term.Field]; !has || v != term.Value {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// scan is the first pass over an export: how many entries, the year of its
+// first line, then (a second read, once the year is known) its boots.
+func (t *TextJournal) scan(e TextExport) (*textFile, error) {
+	tf := &textFile{TextExport: e}
+	var first, last, prev stamp
+	wraps, n, bad := 0, 0, 0
+	err := t.lines(e.Path, &tf.size, func(_ int, line []byte) {
+		switch l := parseTextLine(line); l.kind {
+		case textEntry:
+			n++
+			if n == 1 {
+				first = l.stamp
+			} else if l.stamp.year == 0 && wrapped(prev, l.stamp) {
+				wraps++
+			}
+			prev, last = l.stamp, l.stamp
+		case textBad:
+			bad++
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		if bad > 0 {
+			return nil, fmt.Errorf("%w: none of its %d line(s) is", ErrNotText, bad)
+		}
+		return tf, nil
+	}
+	tf.lines = n
+	tf.startYear = first.year
+	if first.year == 0 {
+		ref := t.o.Reference.In(t.o.Location)
+		y := ref.Year() - wraps
+		if last.time(y+wraps, t.o.Location).After(ref.Add(24 * time.Hour)) {
+			y--
+		}
+		tf.startYear = y
+	}
+	problems := len(t.Problems)
+	err = t.read(tf, func(e *Entry) bool {
+		if k := len(tf.boots); k == 0 || e.bootSeq != k-1 {
+			tf.boots = append(tf.boots, Boot{ID: e.BootID, First: e.Realtime})
+		}
+		tf.boots[len(tf.boots)-1].Last = e.Realtime
+		return true
+	})
+	// The bad lines were said by the first read; a query says them again
+	// only if it is the first to read the file.
+	t.Problems = t.Problems[:problems]
+	return tf, err
+}
+
+// wrapped says whether the dates went from December to January between
+// two consecutive lines: a new year.
+func wrapped(prev, cur stamp) bool {
+	return prev.month == time.December && cur.month == time.January
+}
+
+// lines calls fn for each line of the file at host path p (without its
+// newline; a line longer than textMaxLine is cut there).
+func (t *TextJournal) lines(p string, size *int64, fn func(no int, line []byte)) error {
+	f, err := t.h.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	*size = f.Size()
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, f.Size()), 64<<10)
+	no := 0
+	var long []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long) < textMaxLine {
+				long = append(long, chunk[:min(len(chunk), textMaxLine-len(long))]...)
+			}
+			continue
+		}
+		if len(chunk) > 0 || len(long) > 0 {
+			line := chunk
+			if long != nil {
+				if len(long) < textMaxLine {
+					long = append(long, chunk[:min(len(chunk), textMaxLine-len(long))]...)
+				}
+				line, long = long, nil
+			}
+			no++
+			fn(no, bytes.TrimRight(line, "\r\n"))
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// read yields the entries of one export, multi-line messages joined.
+func (t *TextJournal) read(f *textFile, fn func(*Entry) bool) error {
+	var size int64
+	year := f.startYear
+	var prev stamp
+	started := false
+	bootID, bootSeq := "", -1
+	var pending *Entry
+	var indent int
+	stop := false
+	flush := func() {
+		if pending != nil && !stop {
+			if !fn(pending) {
+				stop = true
+			}
+		}
+		pending = nil
+	}
+	bad := 0
+	err := t.lines(f.Path, &size, func(no int, line []byte) {
+		if stop {
+			return
+		}
+		l := parseTextLine(line)
+		switch l.kind {
+		case textBoot, textReboot:
+			flush()
+			bootID = l.bootID
+			bootSeq++
+		case textContinuation:
+			if pending == nil {
+				return
+			}
+			cont := string(line)
+			if k := leadingSpaces(cont); k >= indent {
+				cont = cont[indent:]
+			} else {
+				cont = strings.TrimLeft(cont, " \t")
+			}
+			pending.Fields["MESSAGE"] += "\n" + cont
+		case textEntry:
+			flush()
+			if bootSeq < 0 {
+				bootSeq = 0
+			}
+			if l.stamp.year == 0 {
+				if started && wrapped(prev, l.stamp) {
+					year++
+				}
+				prev, started = l.stamp, true
+			} else {
+				year = l.stamp.year
+			}
+			pending = t.entry(f, l, year, bootID, bootSeq, no)
+			indent = l.prefixLen
+		case textBad:
+			flush()
+			bad++
+			if bad <= textMaxProblems {
+				t.Problems = append(t.Problems, Problem{Path: f.Path, Err: fmt.Errorf("line %d: %s", no, describeBadLine(line))})
+			}
+		}
+	})
+	flush()
+	if bad > textMaxProblems {
+		t.Problems = append(t.Problems, Problem{Path: f.Path, Err: fmt.Errorf("%d more line(s) are not journalctl output", bad-textMaxProblems)})
+	}
+	return err
+}
+
+// describeBadLine says what a line that is not journalctl output looks like.
+func describeBadLine(line []byte) string {
+	if !utf8.Valid(line) || bytes.IndexByte(line, 0) >= 0 {
+		return fmt.Sprintf("binary data (%d bytes), not text", len(line))
+	}
+	s := string(line)
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return fmt.Sprintf("not journalctl output: %q", s)
+}
+
+func leadingSpaces(s string) int {
+	n := 0
+	for n < len(s) && s[n] == ' ' {
+		n++
+	}
+	return n
+}
+
+// entry builds the Entry of a parsed line.
+func (t *TextJournal) entry(f *textFile, l textLine, year int, bootID string, bootSeq, no int) *Entry {
+	fields := map[string]string{"MESSAGE": l.message}
+	if l.ident != "" {
+		fields["SYSLOG_IDENTIFIER"] = l.ident
+	}
+	if l.pid != "" {
+		fields["_PID"] = l.pid
+	}
+	if l.hostname != "" {
+		fields["_HOSTNAME"] = l.hostname
+	}
+	fromSystemd := l.pid == "1" && l.ident == "systemd"
+	switch {
+	case fromSystemd:
+		unit := f.Unit
+		if unit == "" {
+			unit = unitOfSystemdMessage(l.message)
+		}
+		if unit != "" {
+			fields["UNIT"] = unit
+		}
+		fields["_SYSTEMD_UNIT"] = "init.scope"
+	case f.Unit != "":
+		fields["_SYSTEMD_UNIT"] = f.Unit
+	default:
+		if u, ok := identUnits[l.ident]; ok {
+			fields["_SYSTEMD_UNIT"] = u
+		}
+	}
+	if l.ident == "kernel" && l.pid == "" {
+		fields["_TRANSPORT"] = "kernel"
+	}
+	return &Entry{
+		Realtime: l.stamp.time(year, t.o.Location).UTC(),
+		BootID:   bootID,
+		Seqnum:   uint64(no),
+		File:     f.Path,
+		Fields:   fields,
+		bootSeq:  bootSeq,
+	}
+}
+
+// identUnits are the units of the identifiers whose unit is not in doubt:
+// in a whole-journal export, a line "kubelet[1234]: ..." is the
+// kubelet.service's.
+var identUnits = map[string]string{
+	"kubelet":    "kubelet.service",
+	"containerd": "containerd.service",
+}
+
+// systemdUnitRe finds the unit of systemd's messages about one: "UNIT:
+// message" (unit.c's log_unit_*), and the job results "Started UNIT -
+// Description." (systemd 252 and later name the unit; earlier releases print
+// only the description, which names no unit for sure).
+var systemdUnitRe = regexp.MustCompile(`^(?:(?:Started|Starting|Stopped|Stopping|Failed to start|Reloaded|Reloading) )?([A-Za-z0-9:_.\\@-]+\.(?:service|socket|mount|timer|scope|slice|target|path))(?::| - )`)
+
+func unitOfSystemdMessage(msg string) string {
+	if m := systemdUnitRe.FindStringSubmatch(msg); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// Kinds of text lines.
+const (
+	textBad = iota
+	textEntry
+	textContinuation
+	textBoot
+	textReboot
+	textNote // "-- No entries --", "-- Logs begin at ... --": nothing
+)
+
+// textLine is one parsed line.
+type textLine struct {
+	kind                          int
+	stamp                         stamp
+	hostname, ident, pid, message string
+	prefixLen                     int
+	bootID                        string
+}
+
+// stamp is a timestamp as printed: the year is 0 for the short formats.
+type stamp struct {
+	year  int
+	month time.Month
+	day   int
+	sec   int // seconds of the day
+	nsec  int
+	zone  *time.Location // from short-iso's offset; nil otherwise
+}
+
+func (s stamp) before(o stamp) bool {
+	if s.month != o.month {
+		return s.month < o.month
+	}
+	if s.day != o.day {
+		return s.day < o.day
+	}
+	if s.sec != o.sec {
+		return s.sec < o.sec
+	}
+	return s.nsec < o.nsec
+}
+
+func (s stamp) time(year int, loc *time.Location) time.Time {
+	if s.year != 0 {
+		year = s.year
+	}
+	if s.zone != nil {
+		loc = s.zone
+	}
+	return time.Date(year, s.month, s.day, 0, 0, s.sec, s.nsec, loc)
+}
+
+// Timestamps of the short family:
+//
+//	short            "May 01 00:00:07"
+//	short-precise    "May 01 00:00:07.000000"
+//	short-iso        "2024-05-01T00:00:07+0000"
+//	short-iso-precise "2024-05-01T00:00:07.000000+00:00"
+var (
+	shortStampRe = regexp.MustCompile(`^([A-Z][a-z]{2}) ([ 0-3]?\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? `)
+	isoStampRe   = regexp.MustCompile(`^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) `)
+	// After the timestamp: "HOSTNAME IDENT[PID]: MESSAGE", the hostname
+	// absent when the entry had none, the PID when it had none.
+	identRe  = regexp.MustCompile(`^([^\s\[\]:]+|[^\s\[\]]*[^\s\[\]:])(?:\[(\d+)\])?:(?: |$)`)
+	bootRe   = regexp.MustCompile(`^-- Boot ([0-9a-f]{32}) --$`)
+	rebootRe = regexp.MustCompile(`^-- Reboot --$`)
+	noteRe   = regexp.MustCompile(`^-- .* --$`)
+)
+
+var months = map[string]time.Month{
+	"Jan": time.January, "Feb": time.February, "Mar": time.March, "Apr": time.April,
+	"May": time.May, "Jun": time.June, "Jul": time.July, "Aug": time.August,
+	"Sep": time.September, "Oct": time.October, "Nov": time.November, "Dec": time.December,
+}
+
+// parseTextLine parses one line of journalctl's short output.
+func parseTextLine(b []byte) textLine {
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		return textLine{kind: textBad}
+	}
+	s := string(b)
+	switch {
+	case s == "":
+		return textLine{kind: textNote}
+	case s[0] == ' ' || s[0] == '\t':
+		return textLine{kind: textContinuation}
+	case strings.HasPrefix(s, "-- "):
+		if m := bootRe.FindStringSubmatch(s); m != nil {
+			return textLine{kind: textBoot, bootID: m[1]}
+		}
+		if rebootRe.MatchString(s) {
+			return textLine{kind: textReboot}
+		}
+		if noteRe.MatchString(s) {
+			return textLine{kind: textNote}
+		}
+	}
+	var st stamp
+	var rest string
+	if m := shortStampRe.FindStringSubmatch(s); m != nil {
+		mon, ok := months[m[1]]
+		if !ok {
+			return textLine{kind: textBad}
+		}
+		st.month = mon
+		st.day, _ = strconv.Atoi(strings.TrimSpace(m[2]))
+		st.sec = clock(m[3], m[4], m[5])
+		st.nsec = fraction(m[6])
+		rest = s[len(m[0]):]
+	} else if m := isoStampRe.FindStringSubmatch(s); m != nil {
+		st.year, _ = strconv.Atoi(m[1])
+		mon, _ := strconv.Atoi(m[2])
+		st.month = time.Month(mon)
+		st.day, _ = strconv.Atoi(m[3])
+		st.sec = clock(m[4], m[5], m[6])
+		st.nsec = fraction(m[7])
+		st.zone = zone(m[8])
+		rest = s[len(m[0]):]
+	} else {
+		return textLine{kind: textBad}
+	}
+	if st.day < 1 || st.day > 31 || st.month < 1 || st.month > 12 || st.sec >= 86400+1 {
+		return textLine{kind: textBad}
+	}
+	l := textLine{kind: textEntry, stamp: st}
+	// "HOSTNAME IDENT[PID]: MESSAGE"; an entry without _HOSTNAME starts
+	// with "IDENT[PID]:" (a hostname has no colon).
+	host, after, _ := strings.Cut(rest, " ")
+	if strings.HasSuffix(host, ":") {
+		host, after = "", rest
+	}
+	l.hostname = host
+	if m := identRe.FindStringSubmatch(after); m != nil {
+		l.ident, l.pid = m[1], m[2]
+		l.message = after[len(m[0]):]
+	} else {
+		// "HOST message" with neither identifier nor PID.
+		l.message = after
+	}
+	l.prefixLen = len(s) - len(l.message)
+	return l
+}
+
+func clock(h, m, s string) int {
+	hh, _ := strconv.Atoi(h)
+	mm, _ := strconv.Atoi(m)
+	ss, _ := strconv.Atoi(s)
+	if hh > 23 || mm > 59 || ss > 60 {
+		return 86400 + 1
+	}
+	return hh*3600 + mm*60 + ss
+}
+
+func fraction(f string) int {
+	if f == "" {
+		return 0
+	}
+	n, _ := strconv.Atoi(f)
+	for i := len(f); i < 9; i++ {
+		n *= 10
+	}
+	return n
+}
+
+func zone(z string) *time.Location {
+	if z == "Z" {
+		return time.UTC
+	}
+	sign := 1
+	if z[0] == '-' {
+		sign = -1
+	}
+	d := strings.ReplaceAll(z[1:], ":", "")
+	h, _ := strconv.Atoi(d[:2])
+	m, _ := strconv.Atoi(d[2:])
+	return time.FixedZone(z, sign*(h*3600+m*60))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,385 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodediag/nodediag/agent/host"
+)
+
+func TestParseTextLine(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		want textLine
+	}{
+		{
+			name: "short-precise",
+			line: "May 01 00:00:07.000123 node-0 systemd[1]: kubelet.service: Main process exited, code=exited, status=1/FAILURE",
+			want: textLine{kind: textEntry, stamp: stamp{month: time.May, day: 1, sec: 7, nsec: 123000}, hostname: "node-0", ident: "systemd", pid: "1",
+				message: "kubelet.service: Main process exited, code=exited, status=1/FAILURE", prefixLen: len("May 01 00:00:07.000123 node-0 systemd[1]: ")},
+		},
+		{
+			name: "short, a one-digit day padded with a space",
+			line: "Jan  2 23:59:59 cp-0 kubelet[812]: I0102 23:59:59.1 812 server.go:1] x",
+			want: textLine{kind: textEntry, stamp: stamp{month: time.January, day: 2, sec: 86399}, hostname: "cp-0", ident: "kubelet", pid: "812",
+				message: "I0102 23:59:59.1 812 server.go:1] x", prefixLen: len("Jan  2 23:59:59 cp-0 kubelet[812]: ")},
+		},
+		{
+			name: "short-iso-precise keeps its offset",
+			line: "2024-05-01T02:00:07.500000+02:00 node-0 containerd[99]: level=info",
+			want: textLine{kind: textEntry, stamp: stamp{year: 2024, month: time.May, day: 1, sec: 7207, nsec: 500000000, zone: time.FixedZone("+02:00", 7200)},
+				hostname: "node-0", ident: "containerd", pid: "99", message: "level=info", prefixLen: len("2024-05-01T02:00:07.500000+02:00 node-0 containerd[99]: ")},
+		},
+		{
+			name: "kernel: no PID",
+			line: "May 01 00:00:01.000000 node-0 kernel: Linux version 6.8.0",
+			want: textLine{kind: textEntry, stamp: stamp{month: time.May, day: 1, sec: 1}, hostname: "node-0", ident: "kernel",
+				message: "Linux version 6.8.0", prefixLen: len("May 01 00:00:01.000000 node-0 kernel: ")},
+		},
+		{
+			name: "no hostname",
+			line: "May 01 00:00:01.000000 kubelet[7]: hello",
+			want: textLine{kind: textEntry, stamp: stamp{month: time.May, day: 1, sec: 1}, ident: "kubelet", pid: "7",
+				message: "hello", prefixLen: len("May 01 00:00:01.000000 kubelet[7]: ")},
+		},
+		{
+			name: "empty message",
+			line: "May 01 00:00:01.000000 node-0 kubelet[7]:",
+			want: textLine{kind: textEntry, stamp: stamp{month: time.May, day: 1, sec: 1}, hostname: "node-0", ident: "kubelet", pid: "7",
+				prefixLen: len("May 01 00:00:01.000000 node-0 kubelet[7]:")},
+		},
+		{name: "continuation", line: "                                           second line", want: textLine{kind: textContinuation}},
+		{name: "boot", line: "-- Boot fedcba9876543210fedcba9876543210 --", want: textLine{kind: textBoot, bootID: "fedcba9876543210fedcba9876543210"}},
+		{name: "old reboot marker", line: "-- Reboot --", want: textLine{kind: textReboot}},
+		{name: "note", line: "-- No entries --", want: textLine{kind: textNote}},
+		{name: "logs begin", line: "-- Logs begin at Wed 2024-05-01 00:00:00 UTC, end at Wed 2024-05-01 01:00:00 UTC. --", want: textLine{kind: textNote}},
+		{name: "klog line is not journalctl output", line: `I0501 00:00:01.000000    1234 server.go:484] "Kubelet version"`, want: textLine{kind: textBad}},
+		{name: "bad month", line: "Foo 01 00:00:01 node-0 kubelet[7]: x", want: textLine{kind: textBad}},
+		{name: "bad hour", line: "May 01 25:00:01 node-0 kubelet[7]: x", want: textLine{kind: textBad}},
+		{name: "binary", line: "May 01 00:00:01 node-0 k[7]: \x00\xff\xfe", want: textLine{kind: textBad}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parseTextLine([]byte(tt.line))
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(textLine{}, stamp{}), cmp.Comparer(func(a, b *time.Location) bool {
+				return a.String() == b.String()
+			})); diff != "" {
+				t.Errorf("parseTextLine(%q) (-want +got):\n%s", tt.line, diff)
+			}
+		})
+	}
+}
+
+// textHost writes files under a fresh root and returns its Host.
+func textHost(t *testing.T, files map[string]string) *host.Host {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := host.New(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// queryAll returns every entry of a query.
+func textAll(t *testing.T, tj *TextJournal, q Query) []*Entry {
+	t.Helper()
+	var out []*Entry
+	if err := tj.Query(q, func(e *Entry) bool { out = append(out, e); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestTextMatchesJournalctl is the differential test of the text reader:
+// a real journal (systemd-journal-remote) printed by the real journalctl in
+// each short format, whole and for one unit (as the CAPZ log collector runs
+// it), read back as text, gives the entries the binary reader gives, to the
+// precision the format prints.
+func TestTextMatchesJournalctl(t *testing.T) {
+	jc := needJournalctl(t)
+	root := t.TempDir()
+	jpath := filepath.Join(root, "var/log/journal/m/system.journal")
+	g := nodeLog{n: 420, start: t0, step: 1500 * time.Millisecond}
+	writeJournal(t, jpath, g.entries)
+	h, err := host.New(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(h, "/var/log/journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	boots, err := j.Boots()
+	if err != nil || len(boots) != 2 {
+		t.Fatalf("binary boots: %v %v", boots, err)
+	}
+	for _, format := range []string{"short", "short-precise", "short-iso", "short-iso-precise"} {
+		for _, unit := range []string{"", "kubelet.service", "containerd.service"} {
+			t.Run(format+"/"+unit, func(t *testing.T) {
+				args := []string{"--file", jpath, "--no-pager", "--output=" + format}
+				if unit != "" {
+					args = append(args, "-u", unit)
+				}
+				cmd := exec.Command(jc, args...)
+				cmd.Env = append(os.Environ(), "TZ=UTC", "SYSTEMD_COLORS=0")
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("journalctl %v: %v", args, err)
+				}
+				name := "/" + format + "-" + strings.TrimSuffix(unit, ".service") + ".log"
+				if err := os.WriteFile(filepath.Join(root, name), out, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				tj, err := OpenText(h, TextOptions{Reference: t0.Add(24 * time.Hour)}, TextExport{Path: name, Unit: unit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(tj.Problems) > 0 {
+					t.Errorf("problems reading journalctl's own output: %v", tj.Problems)
+				}
+				var q Query
+				if unit != "" {
+					q.Any = [][]Term{{{"_SYSTEMD_UNIT", unit}}, {{"UNIT", unit}, {"_PID", "1"}}}
+				}
+				var want []*Entry
+				if err := j.Query(q, func(e *Entry) bool { want = append(want, e); return true }); err != nil {
+					t.Fatal(err)
+				}
+				got := textAll(t, tj, q)
+				if len(got) != len(want) || len(want) == 0 {
+					t.Fatalf("%d entries from the text, %d from the journal", len(got), len(want))
+				}
+				precision := time.Second
+				if strings.HasSuffix(format, "precise") {
+					precision = time.Microsecond
+				}
+				firstBoot := want[0].BootID
+				for i := range want {
+					w, g := want[i], got[i]
+					if !g.Realtime.Equal(w.Realtime.Truncate(precision)) {
+						t.Errorf("entry %d: time %v, want %v", i, g.Realtime, w.Realtime.Truncate(precision))
+					}
+					for _, f := range []string{"MESSAGE", "SYSLOG_IDENTIFIER", "_PID", "_HOSTNAME"} {
+						// journalctl prints a tab as 8 spaces: text cannot
+						// give the tab back.
+						if g.Fields[f] != strings.ReplaceAll(w.Fields[f], "\t", "        ") {
+							t.Errorf("entry %d: %s %q, want %q", i, f, g.Fields[f], w.Fields[f])
+						}
+					}
+					// The first boot of an export has no "-- Boot --" line.
+					if g.BootID != w.BootID && !(g.BootID == "" && w.BootID == firstBoot) {
+						t.Errorf("entry %d: boot %q, want %q", i, g.BootID, w.BootID)
+					}
+					if unit != "" && w.Fields["_PID"] != "1" && g.Fields["_SYSTEMD_UNIT"] != unit {
+						t.Errorf("entry %d: _SYSTEMD_UNIT %q, want %q", i, g.Fields["_SYSTEMD_UNIT"], unit)
+					}
+					if w.Fields["_PID"] == "1" && g.Fields["UNIT"] != w.Fields["UNIT"] {
+						t.Errorf("entry %d: UNIT %q, want %q (from %q)", i, g.Fields["UNIT"], w.Fields["UNIT"], g.Fields["MESSAGE"])
+					}
+				}
+				// The last boot's entries, asked by its ID as the journal
+				// probe asks, are the journal's.
+				last := boots[len(boots)-1].ID
+				q.BootID = last
+				var wantLast []*Entry
+				j.Query(q, func(e *Entry) bool { wantLast = append(wantLast, e); return true })
+				if gotLast := textAll(t, tj, q); len(gotLast) != len(wantLast) {
+					t.Errorf("boot %s: %d entries from the text, %d from the journal", last, len(gotLast), len(wantLast))
+				}
+				tb, _ := tj.Boots()
+				if len(tb) != 2 || tb[1].ID != last {
+					t.Errorf("text boots %+v, want 2 ending with %s", tb, last)
+				}
+			})
+		}
+	}
+}
+
+func TestTextYear(t *testing.T) {
+	export := "Dec 31 23:59:58.000000 n kubelet[1]: a\nJan 01 00:00:01.000000 n kubelet[1]: b\n"
+	tests := []struct {
+		name string
+		ref  time.Time
+		want []time.Time
+	}{
+		{
+			name: "the dates wrap: a year is counted",
+			ref:  time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC),
+			want: []time.Time{time.Date(2024, 12, 31, 23, 59, 58, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 1, 0, time.UTC)},
+		},
+		{
+			name: "a reference months later keeps the year of the last line",
+			ref:  time.Date(2025, 8, 1, 0, 0, 0, 0, time.UTC),
+			want: []time.Time{time.Date(2024, 12, 31, 23, 59, 58, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 1, 0, time.UTC)},
+		},
+		{
+			name: "a reference before the last date in its year means last year",
+			ref:  time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC).AddDate(1, -12, -365),
+			want: []time.Time{time.Date(2023, 12, 31, 23, 59, 58, 0, time.UTC), time.Date(2024, 1, 1, 0, 0, 1, 0, time.UTC)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := textHost(t, map[string]string{"journal.log": export})
+			tj, err := OpenText(h, TextOptions{Reference: tt.ref}, TextExport{Path: "/journal.log"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []time.Time
+			for _, e := range textAll(t, tj, Query{}) {
+				got = append(got, e.Realtime)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("times (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTextAttributesUnits(t *testing.T) {
+	export := strings.Join([]string{
+		"May 01 00:00:01.000000 n systemd[1]: Started kubelet.service - kubelet: The Kubernetes Node Agent.",
+		"May 01 00:00:02.000000 n kubelet[812]: E0501 00:00:02.000000     812 run.go:72] \"command failed\"",
+		"May 01 00:00:02.100000 n systemd[1]: kubelet.service: Main process exited, code=exited, status=1/FAILURE",
+		"May 01 00:00:02.200000 n systemd[1]: Started kubelet: The Kubernetes Node Agent.",
+		"May 01 00:00:03.000000 n containerd[99]: level=error msg=x",
+		"May 01 00:00:04.000000 n sshd[4]: Accepted publickey",
+		"May 01 00:00:05.000000 n kubelet[812]: first line",
+		strings.Repeat(" ", len("May 01 00:00:05.000000 n kubelet[812]: ")) + "second line",
+		"",
+	}, "\n")
+	h := textHost(t, map[string]string{"journal.log": export})
+	tj, err := OpenText(h, TextOptions{Reference: time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)}, TextExport{Path: "/journal.log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Any: [][]Term{{{"_SYSTEMD_UNIT", "kubelet.service"}}, {{"UNIT", "kubelet.service"}, {"_PID", "1"}}}}
+	var got []string
+	for _, e := range textAll(t, tj, q) {
+		got = append(got, e.Fields["MESSAGE"])
+	}
+	want := []string{
+		"Started kubelet.service - kubelet: The Kubernetes Node Agent.",
+		`E0501 00:00:02.000000     812 run.go:72] "command failed"`,
+		"kubelet.service: Main process exited, code=exited, status=1/FAILURE",
+		// The description-only form of older systemd names no unit for
+		// sure: left out rather than guessed.
+		"first line\nsecond line",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kubelet.service entries (-want +got):\n%s", diff)
+	}
+}
+
+func TestTextBadInput(t *testing.T) {
+	good := "May 01 00:00:01.000000 n kubelet[1]: ok 1\nMay 01 00:00:02.000000 n kubelet[1]: ok 2\n"
+	t.Run("garbage between good lines is said and skipped", func(t *testing.T) {
+		h := textHost(t, map[string]string{"kubelet.log": "May 01 00:00:00.000000 n kubelet[1]: ok 0\n\x00\x01\xff\xfe garbage\n" + good})
+		tj, err := OpenText(h, TextOptions{Reference: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)}, TextExport{Path: "/kubelet.log", Unit: "kubelet.service"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := textAll(t, tj, Query{})
+		if len(es) != 3 {
+			t.Errorf("%d entries, want 3", len(es))
+		}
+		if len(tj.Problems) != 1 || !strings.Contains(tj.Problems[0].String(), "line 2: binary data") {
+			t.Errorf("problems %v, want one naming line 2 as binary", tj.Problems)
+		}
+	})
+	t.Run("a file that is no journal text", func(t *testing.T) {
+		h := textHost(t, map[string]string{"kubelet.log": "\x7fELF\x00\x00garbage\nI0501 klog line\n", "ok.log": good})
+		tj, err := OpenText(h, TextOptions{}, TextExport{Path: "/kubelet.log"}, TextExport{Path: "/ok.log"})
+		if err != nil {
+			t.Fatalf("one good export must be enough: %v", err)
+		}
+		if len(tj.Problems) != 1 || !errors.Is(tj.Problems[0].Err, ErrNotText) {
+			t.Errorf("problems %v, want ErrNotText for kubelet.log", tj.Problems)
+		}
+		if n := len(textAll(t, tj, Query{})); n != 2 {
+			t.Errorf("%d entries, want the 2 of ok.log", n)
+		}
+		if _, err := OpenText(h, TextOptions{}, TextExport{Path: "/kubelet.log"}); !errors.Is(err, ErrNotText) {
+			t.Errorf("only a bad export: err %v, want ErrNotText", err)
+		}
+	})
+	t.Run("a missing file", func(t *testing.T) {
+		h := textHost(t, map[string]string{"ok.log": good})
+		_, err := OpenText(h, TextOptions{}, TextExport{Path: "/missing.log"})
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("err %v, want not-exist", err)
+		}
+	})
+	t.Run("a file cut in the middle of a line keeps the cut line", func(t *testing.T) {
+		h := textHost(t, map[string]string{"k.log": good + "May 01 00:00:03.000000 n kubelet[1]: cut he"})
+		tj, err := OpenText(h, TextOptions{}, TextExport{Path: "/k.log"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := textAll(t, tj, Query{})
+		if len(es) != 3 || es[2].Fields["MESSAGE"] != "cut he" {
+			t.Errorf("entries %d, last %q", len(es), es[len(es)-1].Fields["MESSAGE"])
+		}
+	})
+	t.Run("an empty export has no entries and no problem", func(t *testing.T) {
+		h := textHost(t, map[string]string{"k.log": "-- No entries --\n"})
+		tj, err := OpenText(h, TextOptions{}, TextExport{Path: "/k.log"})
+		if err != nil || len(tj.Problems) != 0 {
+			t.Fatalf("err %v problems %v", err, tj.Problems)
+		}
+		if n := len(textAll(t, tj, Query{})); n != 0 {
+			t.Errorf("%d entries", n)
+		}
+	})
+}
+
+func FuzzParseText(f *testing.F) {
+	f.Add([]byte("May 01 00:00:07.000123 node-0 systemd[1]: kubelet.service: Main process exited\n   cont\n-- Boot fedcba9876543210fedcba9876543210 --\nJan  2 23:59:59 cp-0 kubelet[812]: x\n"))
+	f.Add([]byte("2024-05-01T02:00:07.500000+02:00 node-0 containerd[99]: level=info\n-- Reboot --\nDec 31 23:59:59 k: x\n"))
+	f.Add([]byte("\x00\xff\n-- No entries --\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		root := t.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "j.log"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, err := host.New(root, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tj, err := OpenText(h, TextOptions{Reference: t0}, TextExport{Path: "/j.log", Unit: "kubelet.service"})
+		if err != nil {
+			return
+		}
+		tj.Boots()
+		n := 0
+		tj.Query(Query{BootID: "fedcba9876543210fedcba9876543210"}, func(e *Entry) bool {
+			if e.Fields["MESSAGE"] == "" && e.Fields["SYSLOG_IDENTIFIER"] == "" && e.Fields["_HOSTNAME"] == "" {
+				// An entry always comes from a dated line.
+				if e.Realtime.IsZero() {
+					t.Fatal("entry without a time")
+				}
+			}
+			n++
+			return true
+		})
+	})
+}
