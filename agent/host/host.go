@@ -66,6 +66,10 @@ type Host struct {
 	// Net reaches the network from the node; nil is LocalNetwork{}.
 	// NoNetwork{} keeps the agent off it (--offline).
 	Net Network
+	// Files serves host paths from files elsewhere on this machine: a CI
+	// artifact tree keeps a node's /var/log/cloud-init-output.log as
+	// machines/NAME/cloud-init-output.log (see files.go).
+	Files map[string]string
 }
 
 // New returns a Host for root. A nil runner runs nothing (NoExec).
@@ -96,6 +100,9 @@ func New(root string, r Runner) (*Host, error) {
 func (h *Host) Path(name string) (string, error) {
 	if !path.IsAbs(name) {
 		return "", &fs.PathError{Op: "resolve", Path: name, Err: errors.New("not an absolute host path")}
+	}
+	if p, ok := h.mapped(name); ok {
+		return p, nil
 	}
 	if h.Root == "/" {
 		// Inside "/" every symlink already resolves inside the root.
