@@ -76,6 +76,32 @@ const (
 // export: no line of it has the short format.
 var ErrNotText = errors.New("not a journalctl text export (short or short-precise)")
 
+// LooksLikeText says whether head (the first bytes of a file) is
+// journalctl's short output: its first complete lines are entries of the
+// short family (and journalctl's "-- ... --" lines), at most one in five
+// not.
+func LooksLikeText(head []byte) bool {
+	entries, other := 0, 0
+	lines := bytes.Split(head, []byte("\n"))
+	if len(lines) > 1 {
+		lines = lines[:len(lines)-1] // the last may be cut
+	}
+	for _, l := range lines {
+		if entries+other >= 20 {
+			break
+		}
+		switch parseTextLine(l).kind {
+		case textEntry:
+			entries++
+		case textBad:
+			other++
+		case textContinuation, textBoot, textReboot:
+			// says nothing either way
+		}
+	}
+	return entries > 0 && other*5 <= entries+other
+}
+
 // TextJournal reads text exports of the journal.
 type TextJournal struct {
 	h       *host.Host

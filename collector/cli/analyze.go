@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"os"
 	"strings"
@@ -15,15 +14,24 @@ import (
 
 	"github.com/nodediag/nodediag/agent/report"
 	"github.com/nodediag/nodediag/agent/rules"
+	"github.com/nodediag/nodediag/collector/artifacts"
 	"github.com/nodediag/nodediag/collector/reports"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
 const analyzeLong = `Analyse node evidence offline: agent bundles (nodediag-agent collect --bundle,
-encrypted ones with --identity), agent JSON reports and node records, and host
+encrypted ones with --identity), agent JSON reports and node records, host
 roots (a node's / or a copy of it, checked here read-only: no binary of the
-copy is run, no network touched). Every node's evidence is judged again with
-this nodediag's rules, the agent's own, so an old bundle gets today's verdict.
+copy is run, no network touched), and CI artifact trees as the Cluster API and
+CAPZ e2e tests leave them (clusters/CLUSTER/machines/MACHINE/{journal.log,
+kubelet.log, cloud-init-output.log, ...}, resources/NS/KIND/NAME.yaml,
+build-log.txt). Every node's evidence is judged again with this nodediag's
+rules, the agent's own, so an old bundle gets today's verdict.
+
+A CI artifact tree gives: the build log's first fatal error or timeout; the
+incident report of each Cluster its resource dumps hold, joined with the
+reports of its machine directories (journalctl's text exports read as the
+journal); and each machine's report. Symlinks in a tree are never followed.
 
 What is wrong with an input (a bundle cut short, a member that fails its
 hash, a bundle of a newer format, a path that is no report) is said, and the
@@ -46,7 +54,7 @@ func newAnalyzeCommand() *cobra.Command {
 	o := &analyzeOptions{}
 	cmd := &cobra.Command{
 		Use:   "analyze PATH... [-o markdown|json|html|text] [--identity FILE]",
-		Short: "Analyse agent bundles, reports and host roots offline (air-gapped hosts, copies of nodes)",
+		Short: "Analyse agent bundles, reports, host roots and CI artifact trees offline",
 		Long:  analyzeLong,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -92,8 +100,46 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 		return exitf(ExitUsage, "loading the rules: %v", err)
 	}
 	var out []*analyzed
+	var trees []*artifacts.Result
 	usable, failing := 0, false
 	for _, p := range paths {
+		if isArtifactTree(p) {
+			res, err := artifacts.Analyze(ctx, p, e)
+			if err != nil {
+				out = append(out, &analyzed{Path: p, Kind: kindArtifacts, Error: err.Error()})
+				continue
+			}
+			trees = append(trees, res)
+			for _, m := range res.Machines {
+				a := &analyzed{Path: m.Machine.Dir, Kind: kindArtifacts}
+				out = append(out, a)
+				if m.Err != nil {
+					a.Error = m.Err.Error()
+					continue
+				}
+				a.Problems, a.report = m.Checked.Problems, m.Checked.Report
+				if a.Report, err = report.MarshalJSON(a.report); err != nil {
+					a.Error = err.Error()
+					continue
+				}
+				usable++
+				failing = failing || report.ExitCode(a.report) != 0
+			}
+			for _, c := range res.Clusters {
+				if c.Incident != nil {
+					usable++
+					failing = failing || incidentHasErrors(c.Incident)
+				}
+			}
+			if res.Build != nil {
+				usable++
+			}
+			if len(res.Machines) == 0 && len(res.Clusters) == 0 && res.Build == nil {
+				out = append(out, &analyzed{Path: p, Kind: kindArtifacts, Problems: res.Problems,
+					Error: "an artifact tree without machine directories, resource dumps or a build log with a failure"})
+			}
+			continue
+		}
 		a := &analyzed{Path: p}
 		out = append(out, a)
 		l, err := reports.Read(ctx, p, reports.Options{Identities: ids})
@@ -113,7 +159,11 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 	var buf bytes.Buffer
 	switch o.output {
 	case "json":
-		b, err := json.MarshalIndent(map[string]any{"inputs": out}, "", "  ")
+		doc := map[string]any{"inputs": out}
+		if len(trees) > 0 {
+			doc["artifact_trees"] = treesJSON(trees)
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
 			return exitf(ExitUsage, "%v", err)
 		}
@@ -133,11 +183,14 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 			buf.WriteString("\n")
 		}
 	case "markdown":
+		if err := writeTreesMarkdown(&buf, trees); err != nil {
+			return exitf(ExitUsage, "%v", err)
+		}
 		writeAnalysisMarkdown(&buf, out)
 	case "html":
-		var md bytes.Buffer
-		writeAnalysisMarkdown(&md, out)
-		fmt.Fprintf(&buf, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>nodediag analyze</title></head>\n<body><pre>%s</pre></body></html>\n", html.EscapeString(md.String()))
+		if err := writeAnalysisHTML(&buf, trees, out); err != nil {
+			return exitf(ExitUsage, "%v", err)
+		}
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return err

@@ -15,6 +15,10 @@ import (
 type NodeReport struct {
 	Report  *nodediagv1.Report
 	Summary *nodediagv1.NodeSummary
+	// Machine is the name of the Machine the report is known to stand
+	// for, when its source says so: a CI artifact tree keeps each
+	// Machine's logs in machines/NAME/.
+	Machine string
 }
 
 // Reports wraps bare reports (files, bundles) as NodeReports.
@@ -56,6 +60,7 @@ func (n NodeReport) ProviderID() string {
 
 // Match keys, strongest first.
 const (
+	MatchMachineDir = "artifact-directory"
 	MatchProviderID = "providerID"
 	MatchNodeRef    = "nodeRef"
 	MatchInfraName  = "infra-machine-name"
@@ -87,7 +92,8 @@ func NormalizeProviderID(id string) string {
 }
 
 // Join pairs every Machine of c with its node report. Keys, in order of
-// trust: the provider ID (the Machine's spec.providerID or its infra
+// trust: the Machine's name ↔ the directory the report was read from (CI
+// artifact trees); the provider ID (the Machine's spec.providerID or its infra
 // machine's ↔ the Hello's, or the kubelet's --provider-id); status.nodeRef's
 // name ↔ the node name; the infra machine's name (an AzureMachine's name is
 // the VM's, hence the host's name) ↔ the host or node name. Each report
@@ -105,6 +111,14 @@ func Join(c *capi.Cluster, reports []NodeReport) []MachineNode {
 		node    func(n NodeReport) []string
 	}
 	keys := []keyFn{
+		{MatchMachineDir, func(m *capi.Machine) []string {
+			return []string{m.Name}
+		}, func(n NodeReport) []string {
+			if n.Machine == "" {
+				return nil
+			}
+			return []string{n.Machine}
+		}},
 		{MatchProviderID, func(m *capi.Machine) []string {
 			ids := []string{m.ProviderID}
 			if m.Infra != nil {

@@ -1,0 +1,407 @@
+package artifacts
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodediag/nodediag/agent/journal/journaltest"
+	"github.com/nodediag/nodediag/agent/report"
+	"github.com/nodediag/nodediag/agent/rules"
+	"github.com/nodediag/nodediag/collector/capi"
+	"github.com/nodediag/nodediag/collector/incident"
+	"github.com/nodediag/nodediag/collector/reports"
+	"github.com/nodediag/nodediag/internal/artifacttree"
+	"github.com/nodediag/nodediag/internal/testenv"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// tree is the example artifact tree (go run ./hack/genartifacts).
+const tree = "testdata/capz-e2e"
+
+const (
+	cpMachine     = "capz-e2e-control-plane-t8x5m"
+	workerMachine = "capz-e2e-md-0-6b8f9-x7k2l"
+	workerVM      = "capz-e2e-md-0-p9s2d"
+)
+
+func engine(t testing.TB) *rules.Engine {
+	t.Helper()
+	e, err := rules.NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestGeneratedTreeIsCurrent: the committed tree is what the generator
+// writes with the real systemd-journal-remote and journalctl (a golden:
+// regenerate with go run ./hack/genartifacts and review the diff).
+func TestGeneratedTreeIsCurrent(t *testing.T) {
+	_, err := exec.LookPath("journalctl")
+	testenv.Require(t, err == nil, "journalctl (Debian package systemd): %v", err)
+	_, err = os.Stat(journaltest.JournalRemote)
+	testenv.Require(t, err == nil, "%s (Debian package systemd-journal-remote): %v", journaltest.JournalRemote, err)
+	out := filepath.Join(t.TempDir(), "tree")
+	if err := artifacttree.Write("../..", out); err != nil {
+		t.Fatal(err)
+	}
+	files := func(root string) map[string]string {
+		m := map[string]string{}
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				b, _ := os.ReadFile(p)
+				rel, _ := filepath.Rel(root, p)
+				m[rel] = string(b)
+			}
+			return nil
+		})
+		return m
+	}
+	if diff := cmp.Diff(files(tree), files(out)); diff != "" {
+		t.Errorf("testdata/capz-e2e is stale: run go run ./hack/genartifacts (-committed +generated):\n%s", diff)
+	}
+}
+
+// TestAnalyzeTree: the tree gives the incident report of the cluster its
+// resource dumps hold, joined with the reports of its machine directories,
+// and the build log's first failure.
+func TestAnalyzeTree(t *testing.T) {
+	res, err := Analyze(context.Background(), tree, engine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("problems in a good tree: %v", res.Problems)
+	}
+	var names []string
+	for _, m := range res.Machines {
+		names = append(names, m.Machine.Cluster+"/"+m.Machine.Name)
+		if m.Err != nil {
+			t.Errorf("%s: %v", m.Machine.Name, m.Err)
+		}
+	}
+	if diff := cmp.Diff([]string{"capz-e2e/" + cpMachine, "capz-e2e/" + workerMachine}, names); diff != "" {
+		t.Fatalf("machines (-want +got):\n%s", diff)
+	}
+	worker := res.Machines[1].Checked
+	if got := top(worker.Report); got != "JoinTokenInvalid" {
+		t.Errorf("worker's top finding %q, want JoinTokenInvalid", got)
+	}
+	if worker.Report.GetHost().GetNodeName() != workerVM {
+		t.Errorf("worker's node name %q, want the journal's host name %s", worker.Report.GetHost().GetNodeName(), workerVM)
+	}
+	// The journal came from the text exports: the kubelet's restarts as
+	// systemd logged them.
+	var kubelet *nodediagv1.UnitState
+	for _, pe := range worker.Report.GetEvidence().GetProbes() {
+		for _, u := range pe.GetJournal().GetUnits() {
+			if u.GetName() == "kubelet.service" {
+				kubelet = u
+			}
+		}
+	}
+	if kubelet.GetNRestarts() != 8 || kubelet.GetResult() != "exit-code" {
+		t.Errorf("kubelet state from the text journal: %v, want 8 restarts, exit-code", kubelet)
+	}
+	if report.ExitCode(res.Machines[0].Checked.Report) != 0 {
+		t.Errorf("the healthy control plane has an error: %s", top(res.Machines[0].Checked.Report))
+	}
+
+	if len(res.Clusters) != 1 || res.Clusters[0].Err != nil {
+		t.Fatalf("clusters %+v", res.Clusters)
+	}
+	inc := res.Clusters[0].Incident
+	if inc.RootCause == nil || inc.RootCause.Finding != "MachineNotRunning/Machine/"+workerMachine || !strings.Contains(inc.RootCause.Node, "JoinTokenInvalid") && !strings.Contains(inc.Title, "bootstrap token") {
+		t.Errorf("root cause %+v (title %q)", inc.RootCause, inc.Title)
+	}
+	for _, row := range inc.Machines {
+		if row.MatchedBy != incident.MatchMachineDir {
+			t.Errorf("Machine %s matched by %q, want %s", row.Machine, row.MatchedBy, incident.MatchMachineDir)
+		}
+	}
+
+	b := res.Build
+	if b == nil || b.Kind != "timeout" || b.Line != 31 || !strings.Contains(b.Text, "Timed out after 1200.001s") {
+		t.Fatalf("build failure %+v", b)
+	}
+	if !strings.Contains(b.Location, "machinedeployment_helpers.go:131") || !strings.Contains(b.Spec, "1 worker nodes") {
+		t.Errorf("location %q spec %q", b.Location, b.Spec)
+	}
+}
+
+// TestSameDiagnosisAsLive: the worker's artifacts give the root cause the
+// agent gives on the node itself (the example host the tree was made
+// from), and the tree's incident is the one the collector writes from the
+// same Cluster API objects and the node's live report.
+func TestSameDiagnosisAsLive(t *testing.T) {
+	ctx := context.Background()
+	e := engine(t)
+	res, err := Analyze(ctx, tree, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []incident.NodeReport
+	for _, m := range artifacttree.Machines {
+		l, err := reports.Read(ctx, filepath.Join("../../agent/testdata/hosts", m.Host, "root"), reports.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Report.Host.NodeName = m.VM
+		live = append(live, incident.NodeReport{Report: l.Report})
+		for _, a := range res.Machines {
+			if a.Machine.Name == m.Machine && top(a.Checked.Report) != top(l.Report) {
+				t.Errorf("%s: top finding from the artifacts %q, live %q", m.Machine, top(a.Checked.Report), top(l.Report))
+			}
+		}
+	}
+	f, err := os.Open("../../hack/democluster/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := capi.DecodeObjects(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := capi.NewObjects(objs).Cluster(ctx, "demo", "capz-e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := incident.Diagnose(c, live, incident.Options{Now: res.clock(), Engine: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Clusters[0].Incident
+	if got.Title != want.Title || got.RootCause.Finding != want.RootCause.Finding {
+		t.Errorf("from the artifacts: %q (%s)\nlive:               %q (%s)", got.Title, got.RootCause.Finding, want.Title, want.RootCause.Finding)
+	}
+}
+
+// copyTree copies the example tree into a temporary directory.
+func copyTree(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "artifacts")
+	err := filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(tree, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestBadTrees: missing files, binary garbage in a log, a symlink out of
+// the tree, a broken resource dump: each is said, and the rest is analysed.
+func TestBadTrees(t *testing.T) {
+	ctx := context.Background()
+	e := engine(t)
+	machineDir := func(root, name string) string { return filepath.Join(root, "clusters/capz-e2e/machines", name) }
+
+	t.Run("missing files", func(t *testing.T) {
+		root := copyTree(t)
+		for _, n := range []string{"kubelet.log", "journal.log", "containerd.log", "kern.log", "kubelet-version.txt"} {
+			os.Remove(filepath.Join(machineDir(root, workerMachine), n))
+		}
+		os.Remove(filepath.Join(root, "build-log.txt"))
+		res, err := Analyze(ctx, root, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := top(res.Machines[1].Checked.Report); got != "JoinTokenInvalid" {
+			t.Errorf("worker without its journal: top %q, want JoinTokenInvalid from cloud-init-output.log", got)
+		}
+		if res.Build != nil || res.BuildErr != nil {
+			t.Errorf("no build log: %+v %v", res.Build, res.BuildErr)
+		}
+		if len(res.Clusters) != 1 || res.Clusters[0].Incident == nil {
+			t.Errorf("the incident needs no journal: %+v", res.Clusters)
+		}
+	})
+
+	t.Run("binary garbage in a log", func(t *testing.T) {
+		root := copyTree(t)
+		p := filepath.Join(machineDir(root, workerMachine), "kubelet.log")
+		b, _ := os.ReadFile(p)
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		var out []byte
+		for i, l := range lines {
+			out = append(out, l...)
+			if i == 3 {
+				out = append(out, []byte("\x00\x00\xff\xfe\x01garbage from a torn copy\x00\n")...)
+			}
+		}
+		os.WriteFile(p, out, 0o644)
+		res, err := Analyze(ctx, root, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := res.Machines[1].Checked
+		if !containsAll(w.Problems, "kubelet.log", "line 5: binary data") {
+			t.Errorf("problems %v, want kubelet.log line 5 named as binary data", w.Problems)
+		}
+		if got := top(w.Report); got != "JoinTokenInvalid" {
+			t.Errorf("top %q", got)
+		}
+	})
+
+	t.Run("a symlink out of the tree is not followed", func(t *testing.T) {
+		root := copyTree(t)
+		secret := filepath.Join(t.TempDir(), "outside.log")
+		os.WriteFile(secret, []byte("May 01 00:00:01.000000 h kubelet[1]: OUTSIDE-THE-TREE\n"), 0o644)
+		p := filepath.Join(machineDir(root, cpMachine), "kubelet.log")
+		os.Remove(p)
+		if err := os.Symlink(secret, p); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Analyze(ctx, root, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := res.Machines[0].Checked
+		if !containsAll(cp.Problems, "kubelet.log: a symbolic link (to "+secret+"), not followed") {
+			t.Errorf("problems %v, want the symlink named", cp.Problems)
+		}
+		if strings.Contains(cp.Report.String(), "OUTSIDE-THE-TREE") {
+			t.Error("the symlink's target was read")
+		}
+	})
+
+	t.Run("a broken resource dump", func(t *testing.T) {
+		root := copyTree(t)
+		p := filepath.Join(root, "clusters/bootstrap/resources/demo/MachineSet/capz-e2e-md-0-6b8f9.yaml")
+		os.WriteFile(p, []byte("kind: [unclosed\n"), 0o644)
+		res, err := Analyze(ctx, root, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !containsAll(res.Problems, "MachineSet/capz-e2e-md-0-6b8f9.yaml") {
+			t.Errorf("problems %v, want the broken dump named", res.Problems)
+		}
+		if len(res.Clusters) != 1 || res.Clusters[0].Incident == nil {
+			t.Errorf("the other dumps still make the incident: %+v", res.Clusters)
+		}
+	})
+
+	t.Run("one machine's directory given alone", func(t *testing.T) {
+		res, err := Analyze(ctx, machineDir(tree, workerMachine), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Machines) != 1 || top(res.Machines[0].Checked.Report) != "JoinTokenInvalid" {
+			t.Errorf("machines %d", len(res.Machines))
+		}
+	})
+}
+
+func TestFirstFailure(t *testing.T) {
+	tests := []struct {
+		name, log    string
+		line         int
+		kind, sig    string
+		wantNoFail   bool
+		wantNotInOut string
+	}{
+		{name: "ginkgo v1", log: "ok\n• Failure [912.3 seconds]\nWorkload cluster creation\n", line: 2, kind: "fatal", sig: "ginkgo-v1-failure"},
+		{name: "a panic", log: "STEP: x\npanic: runtime error: invalid memory address\n\ngoroutine 1\n", line: 2, kind: "fatal", sig: "go-panic"},
+		{name: "kubectl wait", log: "+ kubectl wait --for=condition=Ready nodes --all\nerror: timed out waiting for the condition on nodes/x\n", line: 2, kind: "timeout", sig: "wait-timeout"},
+		{name: "make", log: "go build\nmake: *** [Makefile:680: test-e2e-run] Error 1\n", line: 2, kind: "fatal", sig: "make-error"},
+		{name: "colours", log: "\x1b[38;5;9m[FAILED] Timed out after 30.000s.\x1b[0m\n", line: 1, kind: "timeout", sig: "gomega-timeout"},
+		{name: "secrets are redacted", log: "curl https://acct.blob.core.windows.net/c/x?sv=2021&sig=SECRETSIGNATURE%3D\npanic: boom\n", line: 2, kind: "fatal", sig: "go-panic", wantNotInOut: "SECRETSIGNATURE"},
+		{name: "no failure", log: "PASS\nok\n", wantNoFail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bf, err := firstFailure(strings.NewReader(tt.log))
+			if tt.wantNoFail {
+				if !IsNoFailure(err) {
+					t.Errorf("err %v, want ErrNoFailure", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bf.Line != tt.line || bf.Kind != tt.kind || bf.Signature != tt.sig {
+				t.Errorf("got line %d %s %s, want %d %s %s", bf.Line, bf.Kind, bf.Signature, tt.line, tt.kind, tt.sig)
+			}
+			if tt.wantNotInOut != "" && strings.Contains(strings.Join(bf.Context, "\n")+bf.Text, tt.wantNotInOut) {
+				t.Errorf("%q leaked: %v", tt.wantNotInOut, bf.Context)
+			}
+		})
+	}
+}
+
+func TestParseListing(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+		exists   bool
+	}{
+		{"ls", "bootstrap-success.complete\nplaceholder\n", []string{"bootstrap-success.complete", "placeholder"}, true},
+		{"ls -la", "total 4\ndrwxr-xr-x  2 root root  80 May  1 00:03 .\ndrwxr-xr-x 30 root root 900 May  1 00:00 ..\n-rw-r--r--  1 root root   8 May  1 00:03 bootstrap-success.complete\n", []string{"bootstrap-success.complete"}, true},
+		{"empty directory", "", nil, true},
+		{"no directory", "ls: cannot access '/run/cluster-api/': No such file or directory\n", nil, false},
+		{"hostile names", "../../etc/passwd\n.\nok\n", []string{"ok"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, exists := parseListing([]byte(tt.in))
+			if diff := cmp.Diff(tt.want, got); diff != "" || exists != tt.exists {
+				t.Errorf("names (-want +got):\n%s exists %v", diff, exists)
+			}
+		})
+	}
+}
+
+func FuzzFirstFailure(f *testing.F) {
+	f.Add([]byte(buildLogSample))
+	f.Add([]byte("\x00\xff[FAILED] in [It] - x\n• [FAILED] [1.0 seconds]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bf, err := firstFailure(bytes.NewReader(b))
+		if err == nil && (bf == nil || bf.Line < 1 || bf.Failures < 1) {
+			t.Fatalf("a failure without a line: %+v", bf)
+		}
+	})
+}
+
+const buildLogSample = "[It] spec\n  [FAILED] in [It] - /a.go:1 @ x\n• [FAILED] [3.0 seconds]\n  [FAILED] Timed out after 1.0s.\n  In [It] at: /a.go:1 @ x\n"
+
+// top is a report's first finding's ID, "" without finding.
+func top(r *nodediagv1.Report) string {
+	if fs := r.GetFindings(); len(fs) > 0 {
+		return fs[0].GetId()
+	}
+	return ""
+}
+
+func containsAll(ss []string, parts ...string) bool {
+	for _, s := range ss {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(s, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}

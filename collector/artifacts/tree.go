@@ -1,0 +1,257 @@
+// Package artifacts reads CI artifact trees: what the Cluster API and CAPZ
+// end-to-end tests leave behind once their VMs are gone.
+//
+//	build-log.txt                                   the job's output
+//	clusters/CLUSTER/machines/MACHINE/              one directory per Machine:
+//	    journal.log       journalctl --no-pager --output=short-precise
+//	    kubelet.log       the same, -u kubelet.service
+//	    containerd.log    the same, -u containerd.service
+//	    kern.log          the same, -k
+//	    cloud-init.log, cloud-init-output.log   copies of /var/log's
+//	    kubelet-version.txt                     kubelet --version
+//	    sentinel-file-dir.txt                   ls /run/cluster-api/
+//	clusters/CLUSTER/machine-pools/POOL/INSTANCE/   the same, per pool instance
+//	clusters/MGMT/resources/NAMESPACE/KIND/NAME.yaml  DumpAllResources
+//
+// (names and commands as in kubernetes-sigs/cluster-api-provider-azure
+// test/e2e/azure_logcollector.go and cluster-api test/framework's
+// DumpAllResources; the resources sit under the management cluster's
+// directory, the machines under the workload cluster's.)
+//
+// A machine directory becomes a node view for the agent's own probes (see
+// machine.go); the resource dumps become Cluster API state (capi.Objects).
+// The tree is hostile input: symlinks are never followed, only regular files
+// are read, sizes and counts are bounded, and what could not be used is
+// said.
+package artifacts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Limits of a tree walk.
+const (
+	// maxEntries bounds the directory entries walked.
+	maxEntries = 200_000
+	// maxDepth bounds how deep below the given path the layout is looked for.
+	maxDepth = 8
+)
+
+// Tree is what was found in an artifact tree.
+type Tree struct {
+	// Root is the path given.
+	Root string
+	// Machines are the machine directories, sorted by cluster and name.
+	Machines []*Machine
+	// Resources are the resource YAML files (resources/NS/KIND/NAME.yaml).
+	Resources []string
+	// BuildLog is the path of build-log.txt, "" when there is none.
+	BuildLog string
+	// Problems are what could not be used, as sentences naming the path.
+	Problems []string
+}
+
+// Machine is one machine directory.
+type Machine struct {
+	// Cluster is the directory name under clusters/ ("" when the tree does
+	// not say); Pool the machine pool of an instance.
+	Cluster, Pool string
+	// Name is the directory's name: the Machine's (or the pool instance's).
+	Name string
+	// Dir is the directory's path.
+	Dir string
+	// Files are the regular files of the directory, by name.
+	Files map[string]string
+	// Problems are what could not be used in it.
+	Problems []string
+}
+
+// knownFiles are the files that make a directory a machine directory.
+var knownFiles = map[string]bool{
+	"journal.log": true, "kubelet.log": true, "containerd.log": true, "kern.log": true,
+	"cloud-init.log": true, "cloud-init-output.log": true, "kubelet-version.txt": true,
+	"sentinel-file-dir.txt": true, "ignition.log": true, "cni.log": true, "boot.log": true,
+	"kube-apiserver.log": true,
+}
+
+// IsTree says whether dir looks like an artifact tree (or a part of one: a
+// clusters/ directory, one cluster's, one machine's).
+func IsTree(dir string) bool {
+	for _, n := range []string{"build-log.txt", "clusters", "machines", "machine-pools", "resources"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if knownFiles[e.Name()] {
+			return true
+		}
+	}
+	return false
+}
+
+// Discover walks the tree at root. It fails only when root cannot be read
+// at all; everything else is in Tree.Problems.
+func Discover(root string) (*Tree, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory", root)
+	}
+	t := &Tree{Root: root}
+	machines := map[string]*Machine{}
+	entries := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(root, p)
+		if err != nil {
+			t.Problems = append(t.Problems, fmt.Sprintf("%s: %v", p, err))
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		entries++
+		if entries > maxEntries {
+			t.Problems = append(t.Problems, fmt.Sprintf("%s: more than %d entries: the rest of the tree was not walked", root, maxEntries))
+			return fs.SkipAll
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if rel == "." {
+			parts = nil
+		}
+		if d.IsDir() {
+			if len(parts) > maxDepth {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		name := d.Name()
+		// A symlink is named and never followed (out of the tree or not).
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			if knownFiles[name] || name == "build-log.txt" || strings.HasSuffix(name, ".yaml") {
+				t.Problems = append(t.Problems, fmt.Sprintf("%s: a symbolic link (to %s), not followed", p, target))
+			}
+			if cluster, pool, machine, ok := machineOf(parts); ok && knownFiles[name] {
+				m := machineAt(machines, filepath.Dir(p), cluster, pool, machine)
+				m.Problems = append(m.Problems, fmt.Sprintf("%s: a symbolic link (to %s), not followed", name, target))
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		switch {
+		case name == "build-log.txt" && t.BuildLog == "":
+			t.BuildLog = p
+		case isResource(parts):
+			t.Resources = append(t.Resources, p)
+		default:
+			if cluster, pool, machine, ok := machineOf(parts); ok {
+				machineAt(machines, filepath.Dir(p), cluster, pool, machine).Files[name] = p
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.SkipAll) {
+		return nil, err
+	}
+	// The root itself may be one machine's directory.
+	if len(machines) == 0 {
+		if m := rootMachine(root); m != nil {
+			machines[root] = m
+		}
+	}
+	for _, m := range machines {
+		if !hasKnownFile(m) && len(m.Problems) == 0 {
+			continue
+		}
+		t.Machines = append(t.Machines, m)
+	}
+	sort.Slice(t.Machines, func(i, j int) bool {
+		a, b := t.Machines[i], t.Machines[j]
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Pool != b.Pool {
+			return a.Pool < b.Pool
+		}
+		return a.Name < b.Name
+	})
+	sort.Strings(t.Resources)
+	return t, nil
+}
+
+// machineAt returns the machine of dir, adding it first.
+func machineAt(machines map[string]*Machine, dir, cluster, pool, name string) *Machine {
+	m := machines[dir]
+	if m == nil {
+		m = &Machine{Cluster: cluster, Pool: pool, Name: name, Dir: dir, Files: map[string]string{}}
+		machines[dir] = m
+	}
+	return m
+}
+
+// isResource says whether a path (split) is resources/NS/KIND/NAME.yaml.
+func isResource(parts []string) bool {
+	n := len(parts)
+	return n >= 4 && parts[n-4] == "resources" && strings.HasSuffix(parts[n-1], ".yaml")
+}
+
+// machineOf reads a file's path (split) as clusters/C/machines/M/FILE or
+// clusters/C/machine-pools/P/I/FILE (the clusters/C part optional).
+func machineOf(parts []string) (cluster, pool, machine string, ok bool) {
+	n := len(parts)
+	if n >= 3 && parts[n-3] == "machines" {
+		if n >= 5 && parts[n-5] == "clusters" {
+			cluster = parts[n-4]
+		}
+		return cluster, "", parts[n-2], true
+	}
+	if n >= 4 && parts[n-4] == "machine-pools" {
+		if n >= 6 && parts[n-6] == "clusters" {
+			cluster = parts[n-5]
+		}
+		return cluster, parts[n-3], parts[n-2], true
+	}
+	return "", "", "", false
+}
+
+// rootMachine reads root as one machine's directory.
+func rootMachine(root string) *Machine {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	m := &Machine{Name: filepath.Base(filepath.Clean(root)), Dir: root, Files: map[string]string{}}
+	for _, e := range ents {
+		if e.Type().IsRegular() && knownFiles[e.Name()] {
+			m.Files[e.Name()] = filepath.Join(root, e.Name())
+		}
+	}
+	if len(m.Files) == 0 {
+		return nil
+	}
+	return m
+}
+
+func hasKnownFile(m *Machine) bool {
+	for name := range m.Files {
+		if knownFiles[name] {
+			return true
+		}
+	}
+	return false
+}
