@@ -5,7 +5,7 @@
 # that answer --version like the real ones.
 set -u
 agent=${1:-bin/nodediag-agent}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 hosts=agent/testdata/hosts
 summaries=()
 for dir in "$hosts"/*/; do

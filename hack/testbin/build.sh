@@ -31,7 +31,7 @@ if [ "$(cat "$OUT/.stamp" 2>/dev/null || true)" = "$STAMP" ] &&
   exit 0
 fi
 
-rm -rf "$OUT/bin" "$OUT/.stamp"
+rm -rf "${OUT:?}/bin" "${OUT:?}/.stamp"
 mkdir -p "$OUT/bin"
 start=$(date +%s)
 # Without these -X flags /version reports v0.0.0-master; the collector reads

@@ -15,10 +15,14 @@ CAPI_VERSION=${CAPI_VERSION:-$(awk '/^module /{print $3}' "$DEST/SOURCE" 2>/dev/
 CAPI_VERSION=${CAPI_VERSION:-v1.14.2}
 # Outside any module, so neither this module's nor the main one's go.mod
 # changes; the checksum database verifies the zip.
-INFO=$(cd / && GOWORK=off GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION")
+INFO=$(cd / && GOWORK=off GOFLAGS='' go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION")
 DIR=$(echo "$INFO" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 SUM=$(echo "$INFO" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p')
-[ -n "$DIR" ] && [ -d "$DIR" ] || { echo "update-crds: download of sigs.k8s.io/cluster-api@$CAPI_VERSION failed:" >&2; echo "$INFO" >&2; exit 1; }
+if [ -z "$DIR" ] || [ ! -d "$DIR" ]; then
+  echo "update-crds: download of sigs.k8s.io/cluster-api@$CAPI_VERSION failed:" >&2
+  echo "$INFO" >&2
+  exit 1
+fi
 
 SRCS="core/config/crd/bases bootstrap/kubeadm/config/crd/bases controlplane/kubeadm/config/crd/bases"
 rm -rf "$DEST"
