@@ -51,5 +51,11 @@ collector=$(dirname "$agent")/nodediag
 if [ -x "$collector" ]; then
   "$collector" analyze "$bundle_dir/$host.tar.gz" 2>/dev/null | sed -n '1,8p'
   echo "..."
+  # CI triage: the artifact tree a failed CAPZ e2e job leaves (build log,
+  # machines' journal exports and cloud-init logs, resource dumps).
+  tree=$(dirname "$0")/../collector/artifacts/testdata/capz-e2e
+  printf '\n================ CI artifact tree: nodediag analyze %s ================\n' "collector/artifacts/testdata/capz-e2e"
+  "$collector" analyze "$tree" 2>/dev/null | sed -n '1,30p'
+  echo "..."
 fi
 
