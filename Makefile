@@ -6,7 +6,7 @@ LDFLAGS  := -s -w -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/intern
 GOBUILD  := CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)'
 PROTOS   := proto/nodediag/v1/nodediag.proto
 
-.PHONY: all build test lint protos check-protos demo bench hosts golden help clean
+.PHONY: all build test lint protos check-protos demo bench hosts golden help clean image
 
 all: lint check-protos test build ## what CI runs
 
@@ -48,6 +48,26 @@ hosts: ## regenerate the example hosts of agent/testdata/hosts from hack/genhost
 
 golden: ## rewrite the golden outputs of the example hosts (review the diff!)
 	go test ./agent/cli -update
+
+# make image: hack/image builds the images with no Docker engine. IMAGE_REPO names them
+# (IMAGE_REPO/nodediag-agent:VERSION, IMAGE_REPO/nodediag:VERSION); IMAGE_ARCHES="amd64 arm64"
+# cross-builds the other architectures into bin/linux_ARCH/ and makes each archive an image index;
+# SOURCE_DATE_EPOCH (default: the commit's time) is every time in the images: same inputs, same digests.
+IMAGE_REPO        ?= ghcr.io/nodediag
+IMAGE_ARCHES      ?= $(shell go env GOARCH)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+image: build ## OCI image archives bin/images/nodediag-agent.oci.tar and nodediag.oci.tar from the static binaries (no Docker engine); digests printed
+	@set -e; host=$$(go env GOARCH); bins=""; \
+	for a in $(IMAGE_ARCHES); do \
+	  if [ "$$a" = "$$host" ]; then bins="$$bins -bin bin"; continue; fi; \
+	  echo "building bin/linux_$$a/"; \
+	  GOARCH=$$a $(GOBUILD) -o bin/linux_$$a/nodediag-agent ./cmd/nodediag-agent; \
+	  GOARCH=$$a $(GOBUILD) -o bin/linux_$$a/nodediag ./cmd/nodediag; \
+	  bins="$$bins -bin bin/linux_$$a"; \
+	done; \
+	go run ./hack/image $$bins -out bin/images -repo '$(IMAGE_REPO)' \
+	  -version '$(VERSION)' -revision '$(REVISION)' -source-date-epoch '$(SOURCE_DATE_EPOCH)'
 
 clean:
 	rm -rf bin

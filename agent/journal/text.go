@@ -571,19 +571,6 @@ type stamp struct {
 	zone  *time.Location // from short-iso's offset; nil otherwise
 }
 
-func (s stamp) before(o stamp) bool {
-	if s.month != o.month {
-		return s.month < o.month
-	}
-	if s.day != o.day {
-		return s.day < o.day
-	}
-	if s.sec != o.sec {
-		return s.sec < o.sec
-	}
-	return s.nsec < o.nsec
-}
-
 func (s stamp) time(year int, loc *time.Location) time.Time {
 	if s.year != 0 {
 		year = s.year
