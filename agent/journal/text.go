@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/nodediag/nodediag/agent/host"
 )
@@ -208,23 +209,23 @@ func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
 			}
 		}
 	}
+	pre := func(a *textAttrs, rt time.Time, bootID string, _ int) bool {
+		if want != "" && bootID != want {
+			if bootID != "" || span.ID == "" || rt.Before(span.First) || rt.After(span.Last) {
+				return false
+			}
+		}
+		if !q.Since.IsZero() && rt.Before(q.Since) {
+			return false
+		}
+		if !q.Until.IsZero() && rt.After(q.Until) {
+			return false
+		}
+		return a.matches(q.Any)
+	}
 	for _, f := range files {
 		stop := false
-		err := t.read(f, func(e *Entry) bool {
-			if want != "" && e.BootID != want {
-				if e.BootID != "" || span.ID == "" || e.Realtime.Before(span.First) || e.Realtime.After(span.Last) {
-					return true
-				}
-			}
-			if !q.Since.IsZero() && e.Realtime.Before(q.Since) {
-				return true
-			}
-			if !q.Until.IsZero() && e.Realtime.After(q.Until) {
-				return true
-			}
-			if !matches(q.Any, e.Fields) {
-				return true
-			}
+		err := t.read(f, pre, func(e *Entry) bool {
 			if !fn(e) {
 				stop = true
 				return false
@@ -269,15 +270,44 @@ func (t *TextJournal) filesFor(q Query) []*textFile {
 	return whole
 }
 
-// matches says whether fields satisfy one clause of any.
-func matches(any [][]Term, fields map[string]string) bool {
+// textAttrs are the fields of a text entry a query can ask for, known
+// before the entry is built (most lines of a whole-journal export are not
+// asked for: they are never turned into Entry values).
+type textAttrs struct {
+	message, ident, pid, hostname, systemdUnit, unit, transport string
+}
+
+// get returns a field's value and whether the entry has it.
+func (a *textAttrs) get(field string) (string, bool) {
+	var v string
+	switch field {
+	case "MESSAGE":
+		return a.message, true
+	case "SYSLOG_IDENTIFIER":
+		v = a.ident
+	case "_PID":
+		v = a.pid
+	case "_HOSTNAME":
+		v = a.hostname
+	case "_SYSTEMD_UNIT":
+		v = a.systemdUnit
+	case "UNIT":
+		v = a.unit
+	case "_TRANSPORT":
+		v = a.transport
+	}
+	return v, v != ""
+}
+
+// matches says whether the entry satisfies one clause of any.
+func (a *textAttrs) matches(any [][]Term) bool {
 	if len(any) == 0 {
 		return true
 	}
 	for _, clause := range any {
 		ok := true
 		for _, term := range clause {
-			if v, has := fields[term.Field]; !has || v != term.Value {
+			if v, has := a.get(term.Field); !has || v != term.Value {
 				ok = false
 				break
 			}
@@ -287,6 +317,17 @@ func matches(any [][]Term, fields map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// fields is the Entry.Fields map of the entry.
+func (a *textAttrs) fields() map[string]string {
+	m := make(map[string]string, 8)
+	for _, f := range []string{"MESSAGE", "SYSLOG_IDENTIFIER", "_PID", "_HOSTNAME", "_SYSTEMD_UNIT", "UNIT", "_TRANSPORT"} {
+		if v, ok := a.get(f); ok {
+			m[f] = strings.Clone(v)
+		}
+	}
+	return m
 }
 
 // scan is the first pass over an export: how many entries, the year of its
@@ -329,13 +370,15 @@ func (t *TextJournal) scan(e TextExport) (*textFile, error) {
 		tf.startYear = y
 	}
 	problems := len(t.Problems)
-	err = t.read(tf, func(e *Entry) bool {
-		if k := len(tf.boots); k == 0 || e.bootSeq != k-1 {
-			tf.boots = append(tf.boots, Boot{ID: e.BootID, First: e.Realtime})
+	seq := -1
+	err = t.read(tf, func(_ *textAttrs, rt time.Time, bootID string, bootSeq int) bool {
+		if bootSeq != seq {
+			tf.boots = append(tf.boots, Boot{ID: bootID, First: rt})
+			seq = bootSeq
 		}
-		tf.boots[len(tf.boots)-1].Last = e.Realtime
-		return true
-	})
+		tf.boots[len(tf.boots)-1].Last = rt
+		return false // no entry is built
+	}, nil)
 	// The bad lines were said by the first read; a query says them again
 	// only if it is the first to read the file.
 	t.Problems = t.Problems[:problems]
@@ -388,8 +431,9 @@ func (t *TextJournal) lines(p string, size *int64, fn func(no int, line []byte))
 	}
 }
 
-// read yields the entries of one export, multi-line messages joined.
-func (t *TextJournal) read(f *textFile, fn func(*Entry) bool) error {
+// read yields the entries of one export that pre keeps (all when pre is
+// nil), multi-line messages joined.
+func (t *TextJournal) read(f *textFile, pre func(a *textAttrs, rt time.Time, bootID string, bootSeq int) bool, fn func(*Entry) bool) error {
 	var size int64
 	year := f.startYear
 	var prev stamp
@@ -415,7 +459,7 @@ func (t *TextJournal) read(f *textFile, fn func(*Entry) bool) error {
 		switch l.kind {
 		case textBoot, textReboot:
 			flush()
-			bootID = l.bootID
+			bootID = strings.Clone(l.bootID)
 			bootSeq++
 		case textContinuation:
 			if pending == nil {
@@ -441,7 +485,12 @@ func (t *TextJournal) read(f *textFile, fn func(*Entry) bool) error {
 			} else {
 				year = l.stamp.year
 			}
-			pending = t.entry(f, l, year, bootID, bootSeq, no)
+			a := attributes(f.Unit, &l)
+			rt := l.stamp.time(year, t.o.Location).UTC()
+			if pre != nil && !pre(&a, rt, bootID, bootSeq) {
+				return
+			}
+			pending = &Entry{Realtime: rt, BootID: bootID, Seqnum: uint64(no), File: f.Path, Fields: a.fields(), bootSeq: bootSeq}
 			indent = l.prefixLen
 		case textBad:
 			flush()
@@ -478,47 +527,26 @@ func leadingSpaces(s string) int {
 	return n
 }
 
-// entry builds the Entry of a parsed line.
-func (t *TextJournal) entry(f *textFile, l textLine, year int, bootID string, bootSeq, no int) *Entry {
-	fields := map[string]string{"MESSAGE": l.message}
-	if l.ident != "" {
-		fields["SYSLOG_IDENTIFIER"] = l.ident
-	}
-	if l.pid != "" {
-		fields["_PID"] = l.pid
-	}
-	if l.hostname != "" {
-		fields["_HOSTNAME"] = l.hostname
-	}
-	fromSystemd := l.pid == "1" && l.ident == "systemd"
+// attributes are the fields of a parsed line of an export made for unit
+// ("" for a whole journal).
+func attributes(unit string, l *textLine) textAttrs {
+	a := textAttrs{message: l.message, ident: l.ident, pid: l.pid, hostname: l.hostname}
 	switch {
-	case fromSystemd:
-		unit := f.Unit
-		if unit == "" {
-			unit = unitOfSystemdMessage(l.message)
+	case l.pid == "1" && l.ident == "systemd":
+		a.unit = unit
+		if a.unit == "" {
+			a.unit = unitOfSystemdMessage(l.message)
 		}
-		if unit != "" {
-			fields["UNIT"] = unit
-		}
-		fields["_SYSTEMD_UNIT"] = "init.scope"
-	case f.Unit != "":
-		fields["_SYSTEMD_UNIT"] = f.Unit
+		a.systemdUnit = "init.scope"
+	case unit != "":
+		a.systemdUnit = unit
 	default:
-		if u, ok := identUnits[l.ident]; ok {
-			fields["_SYSTEMD_UNIT"] = u
-		}
+		a.systemdUnit = identUnits[l.ident]
 	}
 	if l.ident == "kernel" && l.pid == "" {
-		fields["_TRANSPORT"] = "kernel"
+		a.transport = "kernel"
 	}
-	return &Entry{
-		Realtime: l.stamp.time(year, t.o.Location).UTC(),
-		BootID:   bootID,
-		Seqnum:   uint64(no),
-		File:     f.Path,
-		Fields:   fields,
-		bootSeq:  bootSeq,
-	}
+	return a
 }
 
 // identUnits are the units of the identifiers whose unit is not in doubt:
@@ -588,11 +616,7 @@ func (s stamp) time(year int, loc *time.Location) time.Time {
 //	short-iso        "2024-05-01T00:00:07+0000"
 //	short-iso-precise "2024-05-01T00:00:07.000000+00:00"
 var (
-	shortStampRe = regexp.MustCompile(`^([A-Z][a-z]{2}) ([ 0-3]?\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? `)
 	isoStampRe   = regexp.MustCompile(`^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) `)
-	// After the timestamp: "HOSTNAME IDENT[PID]: MESSAGE", the hostname
-	// absent when the entry had none, the PID when it had none.
-	identRe  = regexp.MustCompile(`^([^\s\[\]:]+|[^\s\[\]]*[^\s\[\]:])(?:\[(\d+)\])?:(?: |$)`)
 	bootRe   = regexp.MustCompile(`^-- Boot ([0-9a-f]{32}) --$`)
 	rebootRe = regexp.MustCompile(`^-- Reboot --$`)
 	noteRe   = regexp.MustCompile(`^-- .* --$`)
@@ -609,7 +633,9 @@ func parseTextLine(b []byte) textLine {
 	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return textLine{kind: textBad}
 	}
-	s := string(b)
+	// The line's bytes are the reader's buffer: the strings of the result
+	// are only valid until the next line; Entry values get copies.
+	s := unsafe.String(unsafe.SliceData(b), len(b))
 	switch {
 	case s == "":
 		return textLine{kind: textNote}
@@ -628,16 +654,8 @@ func parseTextLine(b []byte) textLine {
 	}
 	var st stamp
 	var rest string
-	if m := shortStampRe.FindStringSubmatch(s); m != nil {
-		mon, ok := months[m[1]]
-		if !ok {
-			return textLine{kind: textBad}
-		}
-		st.month = mon
-		st.day, _ = strconv.Atoi(strings.TrimSpace(m[2]))
-		st.sec = clock(m[3], m[4], m[5])
-		st.nsec = fraction(m[6])
-		rest = s[len(m[0]):]
+	if n, ok := parseShortStamp(s, &st); ok {
+		rest = s[n:]
 	} else if m := isoStampRe.FindStringSubmatch(s); m != nil {
 		st.year, _ = strconv.Atoi(m[1])
 		mon, _ := strconv.Atoi(m[2])
@@ -661,9 +679,8 @@ func parseTextLine(b []byte) textLine {
 		host, after = "", rest
 	}
 	l.hostname = host
-	if m := identRe.FindStringSubmatch(after); m != nil {
-		l.ident, l.pid = m[1], m[2]
-		l.message = after[len(m[0]):]
+	if ident, pid, msg, ok := cutIdent(after); ok {
+		l.ident, l.pid, l.message = ident, pid, msg
 	} else {
 		// "HOST message" with neither identifier nor PID.
 		l.message = after
@@ -672,14 +689,101 @@ func parseTextLine(b []byte) textLine {
 	return l
 }
 
-func clock(h, m, s string) int {
-	hh, _ := strconv.Atoi(h)
-	mm, _ := strconv.Atoi(m)
-	ss, _ := strconv.Atoi(s)
+// parseShortStamp reads the timestamp of the short and short-precise
+// formats ("May 01 00:00:07" or "Jan  2 23:59:59.000123") and the space
+// after it, returning how many bytes it took.
+func parseShortStamp(s string, st *stamp) (int, bool) {
+	if len(s) < 16 || s[3] != ' ' || s[6] != ' ' || s[9] != ':' || s[12] != ':' {
+		return 0, false
+	}
+	mon, ok := months[s[:3]]
+	if !ok {
+		return 0, false
+	}
+	day := 0
+	for _, c := range s[4:6] {
+		switch {
+		case c == ' ' && day == 0:
+		case c >= '0' && c <= '9':
+			day = day*10 + int(c-'0')
+		default:
+			return 0, false
+		}
+	}
+	num := func(a string) (int, bool) {
+		if a[0] < '0' || a[0] > '9' || a[1] < '0' || a[1] > '9' {
+			return 0, false
+		}
+		return int(a[0]-'0')*10 + int(a[1]-'0'), true
+	}
+	hh, ok1 := num(s[7:9])
+	mm, ok2 := num(s[10:12])
+	ss, ok3 := num(s[13:15])
+	if !ok1 || !ok2 || !ok3 {
+		return 0, false
+	}
+	n := 15
+	frac := ""
+	if s[n] == '.' {
+		j := n + 1
+		for j < len(s) && j-n-1 < 9 && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == n+1 {
+			return 0, false
+		}
+		frac, n = s[n+1:j], j
+	}
+	if n >= len(s) || s[n] != ' ' {
+		return 0, false
+	}
+	st.month, st.day = mon, day
+	st.sec = clock2(hh, mm, ss)
+	st.nsec = fraction(frac)
+	return n + 1, true
+}
+
+// cutIdent reads "IDENT[PID]: MESSAGE" or "IDENT: MESSAGE" (the message may
+// be empty, the colon then ends the line).
+func cutIdent(s string) (ident, pid, msg string, ok bool) {
+	end := strings.IndexByte(s, ' ')
+	word := s
+	if end >= 0 {
+		word = s[:end]
+		msg = s[end+1:]
+	}
+	if !strings.HasSuffix(word, ":") || len(word) < 2 {
+		return "", "", "", false
+	}
+	word = word[:len(word)-1]
+	if i := strings.IndexByte(word, '['); i >= 0 {
+		if !strings.HasSuffix(word, "]") || i == 0 {
+			return "", "", "", false
+		}
+		pid = word[i+1 : len(word)-1]
+		if pid == "" || strings.Trim(pid, "0123456789") != "" {
+			return "", "", "", false
+		}
+		word = word[:i]
+	}
+	if strings.ContainsAny(word, "[]") {
+		return "", "", "", false
+	}
+	return word, pid, msg, true
+}
+
+func clock2(hh, mm, ss int) int {
 	if hh > 23 || mm > 59 || ss > 60 {
 		return 86400 + 1
 	}
 	return hh*3600 + mm*60 + ss
+}
+
+func clock(h, m, s string) int {
+	hh, _ := strconv.Atoi(h)
+	mm, _ := strconv.Atoi(m)
+	ss, _ := strconv.Atoi(s)
+	return clock2(hh, mm, ss)
 }
 
 func fraction(f string) int {
