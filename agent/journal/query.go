@@ -42,10 +42,6 @@ type Entry struct {
 	// could not be read (failed decompression) is missing and recorded in
 	// the Journal's Problems.
 	Fields map[string]string
-
-	// bootSeq counts the boots of a text export (TextJournal), for
-	// boots whose ID the export does not say.
-	bootSeq int
 }
 
 // Query calls fn for each matching entry, in time order across all files,

@@ -490,7 +490,7 @@ func (t *TextJournal) read(f *textFile, pre func(a *textAttrs, rt time.Time, boo
 			if pre != nil && !pre(&a, rt, bootID, bootSeq) {
 				return
 			}
-			pending = &Entry{Realtime: rt, BootID: bootID, Seqnum: uint64(no), File: f.Path, Fields: a.fields(), bootSeq: bootSeq}
+			pending = &Entry{Realtime: rt, BootID: bootID, Seqnum: uint64(no), File: f.Path, Fields: a.fields()}
 			indent = l.prefixLen
 		case textBad:
 			flush()
