@@ -405,3 +405,48 @@ func containsAll(ss []string, parts ...string) bool {
 	}
 	return false
 }
+
+// TestDiscoverLayouts: the layouts the CAPI and CAPZ collectors write,
+// found from the top of the tree or from inside it.
+func TestDiscoverLayouts(t *testing.T) {
+	root := t.TempDir()
+	files := []string{
+		"build-log.txt",
+		"clusters/wl/machines/wl-md-0-a/kubelet.log",
+		"clusters/wl/machines/wl-md-0-a/cloud-init-output.log",
+		"clusters/wl/machine-pools/wl-mp-0/wl-mp-0000001/journal.log",
+		"clusters/wl/machines/not-a-machine/notes.txt",
+		"clusters/bootstrap/resources/default/Cluster/wl.yaml",
+		"clusters/bootstrap/resources/default/Machine/wl-md-0-a.yaml",
+		"clusters/bootstrap/logs/capz-system/controller.log",
+	}
+	for _, f := range files {
+		p := filepath.Join(root, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("x\n"), 0o644)
+	}
+	tr, err := Discover(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range tr.Machines {
+		got = append(got, m.Cluster+"|"+m.Pool+"|"+m.Name)
+	}
+	if diff := cmp.Diff([]string{"wl||wl-md-0-a", "wl|wl-mp-0|wl-mp-0000001"}, got); diff != "" {
+		t.Errorf("machines (-want +got):\n%s", diff)
+	}
+	if len(tr.Resources) != 2 || tr.BuildLog != filepath.Join(root, "build-log.txt") {
+		t.Errorf("resources %v, build log %q", tr.Resources, tr.BuildLog)
+	}
+	// From inside: the clusters/ directory, and one cluster's.
+	for _, sub := range []string{"clusters", "clusters/wl"} {
+		tr, err := Discover(filepath.Join(root, sub))
+		if err != nil || len(tr.Machines) != 2 {
+			t.Errorf("%s: %d machines, err %v", sub, len(tr.Machines), err)
+		}
+	}
+	if !IsTree(root) || !IsTree(filepath.Join(root, "clusters/wl/machines/wl-md-0-a")) || IsTree(filepath.Join(root, "clusters/bootstrap/logs")) {
+		t.Error("IsTree")
+	}
+}
