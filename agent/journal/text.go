@@ -616,10 +616,10 @@ func (s stamp) time(year int, loc *time.Location) time.Time {
 //	short-iso        "2024-05-01T00:00:07+0000"
 //	short-iso-precise "2024-05-01T00:00:07.000000+00:00"
 var (
-	isoStampRe   = regexp.MustCompile(`^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) `)
-	bootRe   = regexp.MustCompile(`^-- Boot ([0-9a-f]{32}) --$`)
-	rebootRe = regexp.MustCompile(`^-- Reboot --$`)
-	noteRe   = regexp.MustCompile(`^-- .* --$`)
+	isoStampRe = regexp.MustCompile(`^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) `)
+	bootRe     = regexp.MustCompile(`^-- Boot ([0-9a-f]{32}) --$`)
+	rebootRe   = regexp.MustCompile(`^-- Reboot --$`)
+	noteRe     = regexp.MustCompile(`^-- .* --$`)
 )
 
 var months = map[string]time.Month{
