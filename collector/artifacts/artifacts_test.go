@@ -450,3 +450,24 @@ func TestDiscoverLayouts(t *testing.T) {
 		t.Error("IsTree")
 	}
 }
+
+// TestJournalNotText: a journal.log in a format the reader does not know
+// is said, not silently dropped; a kubelet.log that is the kubelet's own
+// log file is read as /var/log/kubelet.log.
+func TestJournalNotText(t *testing.T) {
+	root := copyTree(t)
+	dir := filepath.Join(root, "clusters/capz-e2e/machines", workerMachine)
+	os.WriteFile(filepath.Join(dir, "journal.log"), []byte("[    5.123456] capz-e2e-md-0-p9s2d kubelet[1]: short-monotonic is not read\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "kubelet.log"), []byte(`E0501 00:03:00.300000    3100 run.go:72] "command failed" err="failed to parse kubelet flag: unknown flag: --container-runtime"`+"\n"), 0o644)
+	res, err := Analyze(context.Background(), root, engine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Machines[1].Checked
+	if !containsAll(w.Problems, "journal.log: not journalctl's short output") {
+		t.Errorf("problems %v", w.Problems)
+	}
+	if !strings.Contains(w.Report.String(), "/var/log/kubelet.log") {
+		t.Error("the kubelet's own log was not read as /var/log/kubelet.log")
+	}
+}

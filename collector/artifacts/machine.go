@@ -93,12 +93,15 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 			texts = append(texts, x)
 			continue
 		}
-		// Not journalctl output: a copy of the log file itself.
+		// Not journalctl output: a copy of the log file itself, read as
+		// the node's file; journal.log has no such file.
 		if hp, ok := copies[name]; ok {
 			if err := v.place(hp, p); err != nil {
 				return nil, err
 			}
+			continue
 		}
+		v.problems = append(v.problems, fmt.Sprintf("%s: not journalctl's short output (short, short-precise, short-iso): not read", name))
 	}
 	for name, hp := range copies {
 		if name == "kubelet.log" || name == "containerd.log" {

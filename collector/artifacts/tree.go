@@ -110,6 +110,7 @@ func Discover(root string) (*Tree, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s: not a directory", root)
 	}
+	root = filepath.Clean(root)
 	t := &Tree{Root: root}
 	machines := map[string]*Machine{}
 	entries := 0
