@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,9 @@ type textFile struct {
 	startYear int // the year of the first dated line
 	lines     int // entries
 	boots     []Boot
+	// said: the file's bad lines are in Problems already (the scan says
+	// them once; the queries' reads do not repeat them).
+	said bool
 }
 
 // OpenText opens the text exports and reads each once (boots, years, the
@@ -160,29 +164,59 @@ func OpenText(h *host.Host, o TextOptions, exports ...TextExport) (*TextJournal,
 // Close releases nothing: files are opened per pass.
 func (t *TextJournal) Close() error { return nil }
 
-// Boots returns the boots the exports show, oldest first. A boot whose ID
-// the exports do not say has ID "".
+// Boots returns the boots the exports show, oldest first. journalctl
+// prints no "-- Boot --" line above an export's first entries, so their
+// boot has no ID in that export: when another export names a boot whose
+// span holds them, they are that boot; else their boot has ID "".
 func (t *TextJournal) Boots() ([]Boot, error) {
-	var out []Boot
+	var named, unnamed []Boot
 	byID := map[string]int{}
 	for _, f := range t.exports {
 		for _, b := range f.boots {
-			if i, ok := byID[b.ID]; ok && b.ID != "" {
-				out[i].First = minTime(out[i].First, b.First)
-				out[i].Last = maxTime(out[i].Last, b.Last)
+			if b.ID == "" {
+				unnamed = append(unnamed, b)
 				continue
 			}
-			byID[b.ID] = len(out)
-			out = append(out, b)
+			if i, ok := byID[b.ID]; ok {
+				named[i].First = minTime(named[i].First, b.First)
+				named[i].Last = maxTime(named[i].Last, b.Last)
+				continue
+			}
+			byID[b.ID] = len(named)
+			named = append(named, b)
 		}
 	}
-	// Oldest first, by first entry.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].First.Before(out[j-1].First); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
+	out := named
+	for _, u := range unnamed {
+		// Held by a named boot, or the same unnamed boot seen in
+		// another export (spans that overlap).
+		if namedBootOf(named, u) >= 0 || overlapsAny(out[len(named):], u) {
+			continue
 		}
+		out = append(out, u)
 	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].First.Before(out[j].First) })
 	return out, nil
+}
+
+func overlapsAny(bs []Boot, u Boot) bool {
+	for _, b := range bs {
+		if !u.Last.Before(b.First) && !b.Last.Before(u.First) {
+			return true
+		}
+	}
+	return false
+}
+
+// namedBootOf returns the index of the named boot whose span holds u's,
+// -1 if none does.
+func namedBootOf(named []Boot, u Boot) int {
+	for i, b := range named {
+		if !u.First.Before(b.First) && !u.Last.After(b.Last) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Query calls fn for each matching entry (see Query of Journal: the same
@@ -369,7 +403,6 @@ func (t *TextJournal) scan(e TextExport) (*textFile, error) {
 		}
 		tf.startYear = y
 	}
-	problems := len(t.Problems)
 	seq := -1
 	err = t.read(tf, func(_ *textAttrs, rt time.Time, bootID string, bootSeq int) bool {
 		if bootSeq != seq {
@@ -379,9 +412,7 @@ func (t *TextJournal) scan(e TextExport) (*textFile, error) {
 		tf.boots[len(tf.boots)-1].Last = rt
 		return false // no entry is built
 	}, nil)
-	// The bad lines were said by the first read; a query says them again
-	// only if it is the first to read the file.
-	t.Problems = t.Problems[:problems]
+	tf.said = true
 	return tf, err
 }
 
@@ -495,13 +526,13 @@ func (t *TextJournal) read(f *textFile, pre func(a *textAttrs, rt time.Time, boo
 		case textBad:
 			flush()
 			bad++
-			if bad <= textMaxProblems {
+			if bad <= textMaxProblems && !f.said {
 				t.Problems = append(t.Problems, Problem{Path: f.Path, Err: fmt.Errorf("line %d: %s", no, describeBadLine(line))})
 			}
 		}
 	})
 	flush()
-	if bad > textMaxProblems {
+	if bad > textMaxProblems && !f.said {
 		t.Problems = append(t.Problems, Problem{Path: f.Path, Err: fmt.Errorf("%d more line(s) are not journalctl output", bad-textMaxProblems)})
 	}
 	return err
@@ -808,7 +839,7 @@ func zone(z string) *time.Location {
 	d := strings.ReplaceAll(z[1:], ":", "")
 	h, _ := strconv.Atoi(d[:2])
 	m, _ := strconv.Atoi(d[2:])
-	return time.FixedZone(z, sign*(h*3600+m*60))
+	return time.FixedZone(strings.Clone(z), sign*(h*3600+m*60))
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -370,16 +372,59 @@ func FuzzParseText(f *testing.F) {
 			return
 		}
 		tj.Boots()
+		lines := bytes.Count(b, []byte("\n")) + 1
 		n := 0
-		tj.Query(Query{BootID: "fedcba9876543210fedcba9876543210"}, func(e *Entry) bool {
-			if e.Fields["MESSAGE"] == "" && e.Fields["SYSLOG_IDENTIFIER"] == "" && e.Fields["_HOSTNAME"] == "" {
-				// An entry always comes from a dated line.
-				if e.Realtime.IsZero() {
-					t.Fatal("entry without a time")
-				}
+		tj.Query(Query{}, func(e *Entry) bool {
+			// Only text lines become entries, each from a dated line.
+			if !utf8.ValidString(e.Fields["MESSAGE"]) || e.Realtime.IsZero() {
+				t.Fatalf("entry %+v", e)
 			}
 			n++
 			return true
 		})
+		if n > lines {
+			t.Fatalf("%d entries from %d lines", n, lines)
+		}
 	})
+}
+
+// TestTextUnnamedFirstBoot: journalctl names no boot above an export's
+// first entries. A kubelet.log whose entries are all of the last boot
+// (named only in journal.log) is that boot, not a boot of its own; the
+// entries of journal.log's unnamed first boot stay out of the last boot.
+func TestTextUnnamedFirstBoot(t *testing.T) {
+	const last = "0123456789abcdef0123456789abcdef"
+	h := textHost(t, map[string]string{
+		"journal.log": "May 01 00:00:01.000000 n systemd[1]: cloud-final.service: Failed with result 'exit-code'.\n" +
+			"-- Boot " + last + " --\n" +
+			"May 01 01:00:00.000000 n systemd[1]: Started cloud-final.service - Execute cloud user/final scripts.\n" +
+			"May 01 01:00:05.000000 n kubelet[9]: starting\n" +
+			"May 01 01:10:00.000000 n systemd[1]: cloud-final.service: Deactivated successfully.\n",
+		"kubelet.log": "May 01 01:00:05.000000 n kubelet[9]: starting\n",
+	})
+	tj, err := OpenText(h, TextOptions{Reference: time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)},
+		TextExport{Path: "/journal.log"}, TextExport{Path: "/kubelet.log", Unit: "kubelet.service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boots, _ := tj.Boots()
+	var ids []string
+	for _, b := range boots {
+		ids = append(ids, b.ID)
+	}
+	if diff := cmp.Diff([]string{"", last}, ids); diff != "" {
+		t.Fatalf("boots (-want +got):\n%s", diff)
+	}
+	q := Query{Any: [][]Term{{{"UNIT", "cloud-final.service"}, {"_PID", "1"}}}, BootID: last}
+	var got []string
+	for _, e := range textAll(t, tj, q) {
+		got = append(got, e.Fields["MESSAGE"])
+	}
+	if len(got) != 2 || strings.Contains(strings.Join(got, "\n"), "exit-code") {
+		t.Errorf("the last boot's cloud-final lines: %q", got)
+	}
+	q = Query{Any: [][]Term{{{"_SYSTEMD_UNIT", "kubelet.service"}}}, BootID: last}
+	if n := len(textAll(t, tj, q)); n != 1 {
+		t.Errorf("kubelet entries of the last boot: %d, want 1 (from kubelet.log)", n)
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,7 +73,7 @@ func Analyze(ctx context.Context, root string, e *rules.Engine) (*Result, error)
 		return res, nil
 	}
 	o := capi.NewObjects(objs)
-	now := res.clock()
+	now := res.clock(newestTime(objs))
 	for _, nn := range o.Clusters() {
 		cr := &ClusterResult{Namespace: nn[0], Name: nn[1]}
 		res.Clusters = append(res.Clusters, cr)
@@ -87,16 +87,44 @@ func Analyze(ctx context.Context, root string, e *rules.Engine) (*Result, error)
 	return res, nil
 }
 
-// clock is when the tree was collected: its newest machine clock, else now.
-func (r *Result) clock() time.Time {
-	var t time.Time
+// clock is when the tree was collected: the newest of its machines'
+// clocks, the times its resource dumps state (objects) and the build log's
+// last time; now when none says.
+func (r *Result) clock(objects time.Time) time.Time {
+	t := objects
 	for _, m := range r.Machines {
 		if m.Checked != nil && m.Checked.Clock.After(t) {
 			t = m.Checked.Clock
 		}
 	}
+	if r.Build != nil && r.Build.Last.After(t) {
+		t = r.Build.Last
+	}
 	if t.IsZero() {
 		return time.Now()
+	}
+	return t
+}
+
+// newestTime is the newest creationTimestamp or condition
+// lastTransitionTime of the objects.
+func newestTime(objs []*unstructured.Unstructured) time.Time {
+	var t time.Time
+	see := func(s string) {
+		if v, err := time.Parse(time.RFC3339, s); err == nil && v.After(t) {
+			t = v
+		}
+	}
+	for _, u := range objs {
+		see(u.GetCreationTimestamp().Format(time.RFC3339))
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok {
+				if s, ok := m["lastTransitionTime"].(string); ok {
+					see(s)
+				}
+			}
+		}
 	}
 	return t
 }
@@ -130,28 +158,22 @@ func readResources(paths []string) ([]*unstructured.Unstructured, []string) {
 	var probs []string
 	total := int64(0)
 	for _, p := range paths {
-		fi, err := os.Lstat(p)
+		f, fi, err := openRegular(p)
 		if err != nil {
 			probs = append(probs, err.Error())
 			continue
 		}
-		if !fi.Mode().IsRegular() {
-			continue
-		}
 		if fi.Size() > maxResourceFile {
+			f.Close()
 			probs = append(probs, fmt.Sprintf("%s: %d bytes, over the %d MiB a resource dump may have: not read", p, fi.Size(), maxResourceFile>>20))
 			continue
 		}
 		if total += fi.Size(); total > maxResourceTotal {
+			f.Close()
 			probs = append(probs, fmt.Sprintf("%s and the dumps after it: over %d MiB of resources in all: not read", p, maxResourceTotal>>20))
 			break
 		}
-		f, err := os.Open(p)
-		if err != nil {
-			probs = append(probs, err.Error())
-			continue
-		}
-		got, err := capi.DecodeObjects(f)
+		got, err := capi.DecodeObjects(io.LimitReader(f, maxResourceFile))
 		f.Close()
 		if err != nil {
 			probs = append(probs, fmt.Sprintf("%s: %v", p, err))

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -175,7 +177,7 @@ func TestSameDiagnosisAsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := incident.Diagnose(c, live, incident.Options{Now: res.clock(), Engine: e})
+	want, err := incident.Diagnose(c, live, incident.Options{Now: res.Clusters[0].Incident.GeneratedAt, Engine: e})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +260,15 @@ func TestBadTrees(t *testing.T) {
 		if !containsAll(w.Problems, "kubelet.log", "line 5: binary data") {
 			t.Errorf("problems %v, want kubelet.log line 5 named as binary data", w.Problems)
 		}
+		n := 0
+		for _, p := range w.Problems {
+			if strings.Contains(p, "binary data") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the bad line is said %d times, want once: %v", n, w.Problems)
+		}
 		if got := top(w.Report); got != "JoinTokenInvalid" {
 			t.Errorf("top %q", got)
 		}
@@ -301,6 +312,62 @@ func TestBadTrees(t *testing.T) {
 		}
 	})
 
+	t.Run("a symlinked directory and a FIFO are named, never entered or opened", func(t *testing.T) {
+		root := copyTree(t)
+		elsewhere := t.TempDir()
+		os.MkdirAll(filepath.Join(elsewhere, "m-x"), 0o755)
+		os.WriteFile(filepath.Join(elsewhere, "m-x", "journal.log"), []byte("May 01 00:00:01.000000 h kubelet[1]: OUTSIDE\n"), 0o644)
+		if err := os.Symlink(filepath.Join(elsewhere, "m-x"), filepath.Join(root, "clusters/capz-e2e/machines/m-x")); err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(machineDir(root, cpMachine), "journal.log")
+		os.Remove(fifo)
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Analyze(ctx, root, e) // would block on the FIFO if it were opened
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !containsAll(res.Problems, "machines/m-x: a symbolic link") || !containsAll(res.Problems, "journal.log: not a regular file") {
+			t.Errorf("problems %v", res.Problems)
+		}
+		if len(res.Machines) != 2 {
+			t.Errorf("%d machines, want the 2 real ones", len(res.Machines))
+		}
+	})
+
+	t.Run("the job's build log, not a copy deeper in the tree", func(t *testing.T) {
+		root := copyTree(t)
+		os.MkdirAll(filepath.Join(root, "artifacts/sub"), 0o755)
+		os.WriteFile(filepath.Join(root, "artifacts/sub/build-log.txt"), []byte("panic: another job\n"), 0o644)
+		res, err := Analyze(ctx, root, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Build == nil || res.Build.Path != filepath.Join(root, "build-log.txt") {
+			t.Errorf("build log %+v", res.Build)
+		}
+	})
+
+	t.Run("a worker without logs is judged at the time of the tree, not of the other node", func(t *testing.T) {
+		// Log collection failed on the worker (its VM never answered
+		// ssh): the cluster's clock is the build log's and the dumps'.
+		root := copyTree(t)
+		os.RemoveAll(machineDir(root, workerMachine))
+		res, err := Analyze(ctx, root, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc := res.Clusters[0].Incident
+		if want := time.Date(2024, 5, 1, 0, 27, 10, 0, time.UTC); !inc.GeneratedAt.Equal(want) {
+			t.Errorf("incident at %v, want the build log's last time %v", inc.GeneratedAt, want)
+		}
+		if inc.Healthy {
+			t.Errorf("a worker Provisioned for 27 minutes with no report is healthy: %q", inc.Title)
+		}
+	})
+
 	t.Run("one machine's directory given alone", func(t *testing.T) {
 		res, err := Analyze(ctx, machineDir(tree, workerMachine), e)
 		if err != nil {
@@ -327,6 +394,9 @@ func TestFirstFailure(t *testing.T) {
 		{name: "colours", log: "\x1b[38;5;9m[FAILED] Timed out after 30.000s.\x1b[0m\n", line: 1, kind: "timeout", sig: "gomega-timeout"},
 		{name: "secrets are redacted", log: "curl https://acct.blob.core.windows.net/c/x?sv=2021&sig=SECRETSIGNATURE%3D\npanic: boom\n", line: 2, kind: "fatal", sig: "go-panic", wantNotInOut: "SECRETSIGNATURE"},
 		{name: "no failure", log: "PASS\nok\n", wantNoFail: true},
+		{name: "prow's deadline", log: `{"component":"entrypoint","file":"k8s.io/test-infra/prow/entrypoint/run.go:169","func":"k8s.io/test-infra/prow/entrypoint.Options.ExecuteProcess","level":"error","msg":"Process did not finish before 4h0m0s timeout","severity":"error","time":"2024-05-01T04:00:00Z"}` + "\n", line: 1, kind: "timeout", sig: "prow-timeout"},
+		{name: "go test build failure", log: "ok  \tx\nFAIL\tsigs.k8s.io/cluster-api-provider-azure/test/e2e [build failed]\n", line: 2, kind: "fatal", sig: "go-test-fail"},
+		{name: "a client's warning in a passing spec is no failure", log: "[It] passes\nW0501 00:00:01.000000    1 reflector.go:561] watch of *v1.Node ended: context deadline exceeded\n------------------------------\n[It] fails\n  [FAILED] Timed out after 10.000s.\n", line: 5, kind: "timeout", sig: "gomega-timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -339,6 +409,9 @@ func TestFirstFailure(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tt.name == "a client's warning in a passing spec is no failure" && bf.Spec != "fails" {
+				t.Errorf("spec %q, want the failing one", bf.Spec)
 			}
 			if bf.Line != tt.line || bf.Kind != tt.kind || bf.Signature != tt.sig {
 				t.Errorf("got line %d %s %s, want %d %s %s", bf.Line, bf.Kind, bf.Signature, tt.line, tt.kind, tt.sig)

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nodediag/nodediag/agent/redact"
@@ -22,6 +22,8 @@ var buildLogSignatures = []struct {
 	re       *regexp.Regexp
 }{
 	{"gomega-timeout", "timeout", regexp.MustCompile(`\bTimed out after [0-9.]+s\b`)},
+	// Prow's entrypoint killing the job at its deadline.
+	{"prow-timeout", "timeout", regexp.MustCompile(`Process did not finish before [0-9hms.]+ timeout`)},
 	{"wait-timeout", "timeout", regexp.MustCompile(`(?i)\btimed out waiting for\b`)},
 	{"deadline", "timeout", regexp.MustCompile(`\bcontext deadline exceeded\b`)},
 	{"ginkgo-failed", "fatal", regexp.MustCompile(`^\s*(?:•\s*)?\[(?:FAILED|PANICKED|TIMEDOUT|INTERRUPTED)\]`)},
@@ -29,12 +31,22 @@ var buildLogSignatures = []struct {
 	{"go-panic", "fatal", regexp.MustCompile(`^(?:panic: |fatal error: )`)},
 	{"klog-fatal", "fatal", regexp.MustCompile(`^F\d{4} \d\d:\d\d:\d\d`)},
 	{"logrus-fatal", "fatal", regexp.MustCompile(`\blevel=fatal\b`)},
-	{"go-test-fail", "fatal", regexp.MustCompile(`^(?:--- FAIL: |FAIL!? )`)},
+	{"go-test-fail", "fatal", regexp.MustCompile(`^(?:--- FAIL: |FAIL!? |FAIL\t)`)},
 	{"make-error", "fatal", regexp.MustCompile(`^make(?:\[\d+\])?: \*\*\* .*Error \d+`)},
 }
 
 // ansiEscape matches the colour codes Ginkgo writes into Prow's logs.
 var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
+
+// weakSignatures are signatures that, on a klog line (a client's warning or
+// error while a spec still passes), are not a failure of the job.
+var weakSignatures = map[string]bool{"wait-timeout": true, "deadline": true}
+
+// klogLine is a klog header of the informational, warning and error levels.
+var klogLine = regexp.MustCompile(`^\s*[IWE]\d{4} \d\d:\d\d:\d\d`)
+
+// ginkgoSeparator ends a spec's block in Ginkgo's output.
+var ginkgoSeparator = regexp.MustCompile(`^-{20,}$`)
 
 // Ginkgo's location of a failure ("In [It] at: /home/prow/.../file.go:123")
 // and a spec's name line ("[It] Creates a public management cluster ...").
@@ -78,7 +90,13 @@ type BuildFailure struct {
 	Failures int `json:"failures"`
 	// Truncated: the log was larger than what was read.
 	Truncated bool `json:"truncated,omitempty"`
+	// Last is the newest time the log states (Ginkgo's "@ 05/01/24
+	// 00:26:40.240"): the job ran at least until then.
+	Last time.Time `json:"last_time,omitempty"`
 }
+
+// ginkgoStamp is the time Ginkgo v2 writes after a step or a failure.
+var ginkgoStamp = regexp.MustCompile(`@ (\d\d/\d\d/\d\d \d\d:\d\d:\d\d)(?:\.\d+)?`)
 
 // ErrNoFailure is returned when a build log has no fatal error or timeout.
 var ErrNoFailure = errors.New("no fatal error or timeout in the build log")
@@ -87,14 +105,7 @@ var ErrNoFailure = errors.New("no fatal error or timeout in the build log")
 // symlink) and returns its first fatal error or timeout. Quoted lines are
 // redacted (a SAS token in a URL, a password on a command line).
 func FirstFailure(path string) (*BuildFailure, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +124,8 @@ func firstFailure(r io.Reader) (*BuildFailure, error) {
 	var before []string
 	spec, marker := "", ""
 	after := 0
+	inBlock := true
+	var last time.Time
 	for no := 1; ; no++ {
 		line, err := readLine(br)
 		if err == io.EOF && line == "" {
@@ -122,6 +135,15 @@ func firstFailure(r io.Reader) (*BuildFailure, error) {
 			return bf, err
 		}
 		line = ansiEscape.ReplaceAllString(strings.TrimRight(line, "\r"), "")
+		if m := ginkgoStamp.FindStringSubmatch(line); m != nil {
+			if t, err := time.Parse("01/02/06 15:04:05", m[1]); err == nil && t.After(last) {
+				last = t
+			}
+		}
+		if bf == nil && ginkgoSeparator.MatchString(strings.TrimSpace(line)) {
+			// A new spec: what the last one said is not the next one's.
+			spec, marker = "", ""
+		}
 		if m := ginkgoSpec.FindStringSubmatch(line); m != nil && bf == nil {
 			spec = strings.TrimSpace(m[1])
 		}
@@ -143,12 +165,16 @@ func firstFailure(r io.Reader) (*BuildFailure, error) {
 				bf.Context = append(bf.Context, numbered(no, line))
 				after++
 			}
-			if m := ginkgoAt.FindStringSubmatch(line); m != nil && bf.Location == "" {
+			if ginkgoSeparator.MatchString(strings.TrimSpace(line)) {
+				inBlock = false // the failing spec's block ended
+			}
+			if m := ginkgoAt.FindStringSubmatch(line); m != nil && bf.Location == "" && inBlock {
 				bf.Location = "[" + m[1] + "] " + m[2]
 			}
 		}
+		klog := klogLine.MatchString(line)
 		for _, sig := range buildLogSignatures {
-			if !sig.re.MatchString(line) {
+			if !sig.re.MatchString(line) || klog && weakSignatures[sig.id] {
 				continue
 			}
 			if bf == nil {
@@ -177,6 +203,7 @@ func firstFailure(r io.Reader) (*BuildFailure, error) {
 	if bf.Location == "" {
 		bf.Location = marker
 	}
+	bf.Last = last
 	return bf, nil
 }
 

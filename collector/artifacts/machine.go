@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodediag/nodediag/agent/host"
@@ -153,6 +154,32 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 	return c, nil
 }
 
+// openRegular opens a file of the tree for reading: never through a
+// symlink (O_NOFOLLOW), never a FIFO or a device (opened O_NONBLOCK, then
+// checked), and only the file Lstat saw. The tree's directories were
+// walked without following symlinks; a directory swapped for a symlink
+// between the walk and the open is the one case this does not stop
+// (os.Root would).
+func openRegular(p string) (*os.File, os.FileInfo, error) {
+	before, err := os.Lstat(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !before.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a regular file (%s)", p, before.Mode().Type())
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := f.Stat()
+	if err != nil || !after.Mode().IsRegular() || !os.SameFile(before, after) {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: changed while being opened", p)
+	}
+	return f, after, nil
+}
+
 // view builds the node view of a machine directory.
 type view struct {
 	root     string
@@ -254,14 +281,7 @@ func parseListing(b []byte) (names []string, exists bool) {
 
 // readSmall reads a recorded output (a regular file, never a symlink).
 func readSmall(p string) ([]byte, error) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", p)
-	}
-	f, err := os.Open(p)
+	f, _, err := openRegular(p)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +294,7 @@ func readSmall(p string) ([]byte, error) {
 // isJournalText says whether the file at p starts like journalctl's short
 // output.
 func isJournalText(p string) bool {
-	f, err := os.Open(p)
+	f, _, err := openRegular(p)
 	if err != nil {
 		return false
 	}

@@ -114,6 +114,7 @@ func Discover(root string) (*Tree, error) {
 	t := &Tree{Root: root}
 	machines := map[string]*Machine{}
 	entries := 0
+	buildLogRel := ""
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		rel, _ := filepath.Rel(root, p)
 		if err != nil {
@@ -139,24 +140,28 @@ func Discover(root string) (*Tree, error) {
 			return nil
 		}
 		name := d.Name()
-		// A symlink is named and never followed (out of the tree or not).
+		// A symlink, to a file or a directory, is named and never
+		// followed (out of the tree or not).
 		if d.Type()&fs.ModeSymlink != 0 {
 			target, _ := os.Readlink(p)
-			if knownFiles[name] || name == "build-log.txt" || strings.HasSuffix(name, ".yaml") {
-				t.Problems = append(t.Problems, fmt.Sprintf("%s: a symbolic link (to %s), not followed", p, target))
-			}
 			if cluster, pool, machine, ok := machineOf(parts); ok && knownFiles[name] {
 				m := machineAt(machines, filepath.Dir(p), cluster, pool, machine)
 				m.Problems = append(m.Problems, fmt.Sprintf("%s: a symbolic link (to %s), not followed", name, target))
+			} else {
+				t.problem(fmt.Sprintf("%s: a symbolic link (to %s), not followed", p, target))
 			}
 			return nil
 		}
 		if !d.Type().IsRegular() {
+			if knownFiles[name] || name == "build-log.txt" || strings.HasSuffix(name, ".yaml") {
+				t.problem(fmt.Sprintf("%s: not a regular file (%s), not read", p, d.Type()))
+			}
 			return nil
 		}
 		switch {
-		case name == "build-log.txt" && t.BuildLog == "":
-			t.BuildLog = p
+		case name == "build-log.txt" && (t.BuildLog == "" || depth(rel) < depth(buildLogRel)):
+			// The shallowest: the job's own, not a copy somewhere inside.
+			t.BuildLog, buildLogRel = p, rel
 		case isResource(parts):
 			t.Resources = append(t.Resources, p)
 		default:
@@ -194,6 +199,20 @@ func Discover(root string) (*Tree, error) {
 	sort.Strings(t.Resources)
 	return t, nil
 }
+
+// maxTreeProblems bounds the tree's problems (a tree of a million symlinks).
+const maxTreeProblems = 100
+
+func (t *Tree) problem(s string) {
+	switch n := len(t.Problems); {
+	case n < maxTreeProblems:
+		t.Problems = append(t.Problems, s)
+	case n == maxTreeProblems:
+		t.Problems = append(t.Problems, "more problems: not listed")
+	}
+}
+
+func depth(rel string) int { return strings.Count(filepath.ToSlash(rel), "/") }
 
 // machineAt returns the machine of dir, adding it first.
 func machineAt(machines map[string]*Machine, dir, cluster, pool, name string) *Machine {

@@ -66,16 +66,7 @@ func treesJSON(trees []*artifacts.Result) []treeJSON {
 func writeTreesMarkdown(w io.Writer, trees []*artifacts.Result) error {
 	for _, t := range trees {
 		fmt.Fprintf(w, "# CI artifact tree %s\n\n", t.Tree.Root)
-		writeBuildFailure(w, t)
-		for _, p := range t.Problems {
-			fmt.Fprintf(w, "- input problem: %s\n", oneLine(p))
-		}
-		if len(t.Problems) > 0 {
-			fmt.Fprintln(w)
-		}
-		if len(t.Tree.Resources) == 0 {
-			fmt.Fprintf(w, "No resource dumps (resources/NAMESPACE/KIND/NAME.yaml): the machines are judged on their own.\n\n")
-		}
+		writeTreeHeader(w, t)
 		for _, c := range t.Clusters {
 			if c.Err != nil {
 				fmt.Fprintf(w, "Cluster %s/%s: not diagnosed: %s\n\n", c.Namespace, c.Name, oneLine(c.Err.Error()))
@@ -88,6 +79,21 @@ func writeTreesMarkdown(w io.Writer, trees []*artifacts.Result) error {
 		}
 	}
 	return nil
+}
+
+// writeTreeHeader writes what comes before a tree's incident reports: the
+// build log's first failure, the tree's problems, a missing dump.
+func writeTreeHeader(w io.Writer, t *artifacts.Result) {
+	writeBuildFailure(w, t)
+	for _, p := range t.Problems {
+		fmt.Fprintf(w, "- input problem: %s\n", oneLine(p))
+	}
+	if len(t.Problems) > 0 {
+		fmt.Fprintln(w)
+	}
+	if len(t.Tree.Resources) == 0 {
+		fmt.Fprintf(w, "No resource dumps (resources/NAMESPACE/KIND/NAME.yaml): the machines are judged on their own.\n\n")
+	}
 }
 
 // writeBuildFailure says what failed first in the build log.
@@ -120,7 +126,7 @@ func writeAnalysisHTML(w io.Writer, trees []*artifacts.Result, out []*analyzed) 
 		".incident{border-top:2px solid #888;margin-top:2rem}</style></head>\n<body>\n")
 	for _, t := range trees {
 		var md bytes.Buffer
-		writeBuildFailure(&md, t)
+		writeTreeHeader(&md, t)
 		fmt.Fprintf(w, "<h1>CI artifact tree %s</h1>\n", html.EscapeString(t.Tree.Root))
 		if md.Len() > 0 {
 			fmt.Fprintf(w, "<pre>%s</pre>\n", html.EscapeString(md.String()))
