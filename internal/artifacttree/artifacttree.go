@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodediag/nodediag/agent/journal/journaltest"
@@ -235,6 +236,10 @@ func writeJournalExports(dir string, es []journaltest.Entry) error {
 	return nil
 }
 
+// created is when the job created the cluster's objects (its build log's
+// "Creating the workload cluster" step).
+var created = time.Date(2024, 5, 1, 0, 0, 30, 0, time.UTC)
+
 // writeResources splits the demo cluster into one YAML per object.
 func writeResources(src, dir string) error {
 	f, err := os.Open(src)
@@ -247,6 +252,11 @@ func writeResources(src, dir string) error {
 		return err
 	}
 	for _, u := range objs {
+		// What the API server adds and DumpAllResources keeps: the
+		// cluster's objects were created as the job's spec began.
+		if ts := u.GetCreationTimestamp(); ts.IsZero() {
+			u.SetCreationTimestamp(metav1.NewTime(created))
+		}
 		b, err := yaml.Marshal(u.Object)
 		if err != nil {
 			return err
