@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,12 @@ type TextOptions struct {
 	// Location is the time zone the export was printed in: journalctl
 	// prints local time, and CI nodes run on UTC. Nil means UTC.
 	Location *time.Location
+	// Units are the units the caller will ask for (_SYSTEMD_UNIT or UNIT
+	// terms). Their entries are kept from the first read of each export,
+	// so that a query for one of them reads memory, not the whole export
+	// again: memory (those entries) for time (a pass per query). Entries
+	// kept are shared between queries: callers must not modify them.
+	Units []string
 }
 
 // Limits of the text reader.
@@ -127,6 +134,10 @@ type textFile struct {
 	// said: the file's bad lines are in Problems already (the scan says
 	// them once; the queries' reads do not repeat them).
 	said bool
+	// cache holds the entries of TextOptions.Units, in file order, when
+	// cached.
+	cache  []*Entry
+	cached bool
 }
 
 // OpenText opens the text exports and reads each once (boots, years, the
@@ -257,7 +268,18 @@ func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
 		}
 		return a.matches(q.Any)
 	}
+	cachedQuery := t.answersFromCache(q)
 	for _, f := range files {
+		if cachedQuery && f.cached {
+			for _, e := range f.cache {
+				a := textAttrs{message: e.Fields["MESSAGE"], ident: e.Fields["SYSLOG_IDENTIFIER"], pid: e.Fields["_PID"],
+					hostname: e.Fields["_HOSTNAME"], systemdUnit: e.Fields["_SYSTEMD_UNIT"], unit: e.Fields["UNIT"], transport: e.Fields["_TRANSPORT"]}
+				if pre(&a, e.Realtime, e.BootID, 0) && !fn(e) {
+					return nil
+				}
+			}
+			continue
+		}
 		stop := false
 		err := t.read(f, pre, func(e *Entry) bool {
 			if !fn(e) {
@@ -274,6 +296,27 @@ func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
 		}
 	}
 	return nil
+}
+
+// answersFromCache says whether the kept entries answer q: every clause
+// of q names a unit (_SYSTEMD_UNIT or UNIT) of TextOptions.Units, so that
+// no entry outside them can match.
+func (t *TextJournal) answersFromCache(q Query) bool {
+	if len(q.Any) == 0 || len(t.o.Units) == 0 {
+		return false
+	}
+	for _, clause := range q.Any {
+		named := false
+		for _, term := range clause {
+			if (term.Field == "_SYSTEMD_UNIT" || term.Field == "UNIT") && slices.Contains(t.o.Units, term.Value) {
+				named = true
+			}
+		}
+		if !named {
+			return false
+		}
+	}
+	return true
 }
 
 // filesFor picks the exports a query reads.
@@ -404,15 +447,24 @@ func (t *TextJournal) scan(e TextExport) (*textFile, error) {
 		tf.startYear = y
 	}
 	seq := -1
-	err = t.read(tf, func(_ *textAttrs, rt time.Time, bootID string, bootSeq int) bool {
+	units := map[string]bool{}
+	for _, u := range t.o.Units {
+		units[u] = true
+	}
+	err = t.read(tf, func(a *textAttrs, rt time.Time, bootID string, bootSeq int) bool {
 		if bootSeq != seq {
 			tf.boots = append(tf.boots, Boot{ID: bootID, First: rt})
 			seq = bootSeq
 		}
 		tf.boots[len(tf.boots)-1].Last = rt
-		return false // no entry is built
-	}, nil)
+		// Only the entries of the units asked for are built, and kept.
+		return units[a.systemdUnit] || units[a.unit]
+	}, func(e *Entry) bool {
+		tf.cache = append(tf.cache, e)
+		return true
+	})
 	tf.said = true
+	tf.cached = len(units) > 0 && err == nil
 	return tf, err
 }
 

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,6 +170,17 @@ func TestTextMatchesJournalctl(t *testing.T) {
 				got := textAll(t, tj, q)
 				if len(got) != len(want) || len(want) == 0 {
 					t.Fatalf("%d entries from the text, %d from the journal", len(got), len(want))
+				}
+				if unit != "" {
+					// The entries kept for the unit (TextOptions.Units) are
+					// the ones read.
+					kept, err := OpenText(h, TextOptions{Reference: t0.Add(24 * time.Hour), Units: []string{unit}}, TextExport{Path: name, Unit: unit})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(got, textAll(t, kept, q)); diff != "" {
+						t.Errorf("kept entries differ from read ones (-read +kept):\n%s", diff)
+					}
 				}
 				precision := time.Second
 				if strings.HasSuffix(format, "precise") {
@@ -402,29 +414,35 @@ func TestTextUnnamedFirstBoot(t *testing.T) {
 			"May 01 01:10:00.000000 n systemd[1]: cloud-final.service: Deactivated successfully.\n",
 		"kubelet.log": "May 01 01:00:05.000000 n kubelet[9]: starting\n",
 	})
-	tj, err := OpenText(h, TextOptions{Reference: time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)},
-		TextExport{Path: "/journal.log"}, TextExport{Path: "/kubelet.log", Unit: "kubelet.service"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	boots, _ := tj.Boots()
-	var ids []string
-	for _, b := range boots {
-		ids = append(ids, b.ID)
-	}
-	if diff := cmp.Diff([]string{"", last}, ids); diff != "" {
-		t.Fatalf("boots (-want +got):\n%s", diff)
-	}
-	q := Query{Any: [][]Term{{{"UNIT", "cloud-final.service"}, {"_PID", "1"}}}, BootID: last}
-	var got []string
-	for _, e := range textAll(t, tj, q) {
-		got = append(got, e.Fields["MESSAGE"])
-	}
-	if len(got) != 2 || strings.Contains(strings.Join(got, "\n"), "exit-code") {
-		t.Errorf("the last boot's cloud-final lines: %q", got)
-	}
-	q = Query{Any: [][]Term{{{"_SYSTEMD_UNIT", "kubelet.service"}}}, BootID: last}
-	if n := len(textAll(t, tj, q)); n != 1 {
-		t.Errorf("kubelet entries of the last boot: %d, want 1 (from kubelet.log)", n)
+	// Read, and kept in memory for the units asked (TextOptions.Units):
+	// the same answers.
+	for _, units := range [][]string{nil, {"cloud-final.service", "kubelet.service"}} {
+		t.Run(fmt.Sprintf("units %v", units), func(t *testing.T) {
+			tj, err := OpenText(h, TextOptions{Reference: time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC), Units: units},
+				TextExport{Path: "/journal.log"}, TextExport{Path: "/kubelet.log", Unit: "kubelet.service"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			boots, _ := tj.Boots()
+			var ids []string
+			for _, b := range boots {
+				ids = append(ids, b.ID)
+			}
+			if diff := cmp.Diff([]string{"", last}, ids); diff != "" {
+				t.Fatalf("boots (-want +got):\n%s", diff)
+			}
+			q := Query{Any: [][]Term{{{"UNIT", "cloud-final.service"}, {"_PID", "1"}}}, BootID: last}
+			var got []string
+			for _, e := range textAll(t, tj, q) {
+				got = append(got, e.Fields["MESSAGE"])
+			}
+			if len(got) != 2 || strings.Contains(strings.Join(got, "\n"), "exit-code") {
+				t.Errorf("the last boot's cloud-final lines: %q", got)
+			}
+			q = Query{Any: [][]Term{{{"_SYSTEMD_UNIT", "kubelet.service"}}}, BootID: last}
+			if n := len(textAll(t, tj, q)); n != 1 {
+				t.Errorf("kubelet entries of the last boot: %d, want 1 (from kubelet.log)", n)
+			}
+		})
 	}
 }

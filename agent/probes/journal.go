@@ -81,7 +81,11 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 	var problems func() []journal.Problem
 	data := &nodediagv1.Journal{Dirs: journalDirs}
 	if len(p.text) > 0 {
-		tj, err := journal.OpenText(h, journal.TextOptions{}, p.text...)
+		var units []string
+		for _, u := range journalUnits {
+			units = append(units, u.unit)
+		}
+		tj, err := journal.OpenText(h, journal.TextOptions{Units: units}, p.text...)
 		problems = func() []journal.Problem { return tj.Problems }
 		if err != nil {
 			for _, pr := range tj.Problems {
