@@ -22,8 +22,6 @@
 package artifacttree
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -197,20 +195,8 @@ func writeJournalExports(dir string, es []journaltest.Entry) error {
 	}
 	defer os.RemoveAll(tmp)
 	file := filepath.Join(tmp, "system.journal")
-	var export bytes.Buffer
-	w := bufio.NewWriter(&export)
-	for _, e := range es {
-		if err := journaltest.WriteExport(w, e); err != nil {
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
+	if err := journaltest.Write(file, journaltest.Options{}, journaltest.Entries(es...)); err != nil {
 		return err
-	}
-	cmd := exec.Command(journaltest.JournalRemote, "-o", file, "-")
-	cmd.Stdin = &export
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %v: %s", journaltest.JournalRemote, err, out)
 	}
 	for _, x := range []struct{ name, unit, flag string }{
 		{"journal.log", "", ""}, {"kern.log", "", "-k"},

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,19 +88,27 @@ type Options struct {
 func WriteJournal(t testing.TB, path string, o Options, gen func(yield func(Entry) bool)) {
 	t.Helper()
 	NeedJournalRemote(t)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := Write(path, o, gen); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Write is WriteJournal outside a test (a generator of test data): it
+// returns what went wrong.
+func Write(path string, o Options, gen func(yield func(Entry) bool)) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
 	}
 	cmd := exec.Command(JournalRemote, append(append([]string{"-o", path}, o.Args...), "-")...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	w := bufio.NewWriterSize(in, 1<<20)
 	var werr error
@@ -112,8 +121,9 @@ func WriteJournal(t testing.TB, path string, o Options, gen func(yield func(Entr
 	}
 	in.Close()
 	if err := cmd.Wait(); err != nil || werr != nil {
-		t.Fatalf("%s -o %s: %v %v\n%s", JournalRemote, path, err, werr, stderr.String())
+		return fmt.Errorf("%s -o %s: %v %v\n%s", JournalRemote, path, err, werr, stderr.String())
 	}
+	return nil
 }
 
 // Entries yields the given entries: a gen for WriteJournal.
