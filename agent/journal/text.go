@@ -172,6 +172,57 @@ func OpenText(h *host.Host, o TextOptions, exports ...TextExport) (*TextJournal,
 	return t, nil
 }
 
+// textEndsBytes is how much of an export's head and tail TextEnds reads.
+const textEndsBytes = 64 << 10
+
+// TextEnds reads only the head and the tail of an export: the host name of
+// its first entry and the time of its last, the year chosen as OpenText
+// chooses it (the last entry not after o.Reference and a day). last is zero
+// when the tail shows no entry line (a last message longer than the tail).
+func TextEnds(h *host.Host, o TextOptions, e TextExport) (hostname string, last time.Time, err error) {
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+	if o.Reference.IsZero() {
+		o.Reference = h.Now()
+	}
+	head, tail, _, skipped, err := h.ReadHeadTail(e.Path, textEndsBytes, textEndsBytes)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if len(tail) == 0 {
+		tail = head
+	} else if skipped > 0 {
+		// The tail starts inside a line.
+		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+	}
+	for _, line := range bytes.Split(head, []byte("\n")) {
+		if l := parseTextLine(line); l.kind == textEntry {
+			hostname = strings.Clone(l.hostname)
+			break
+		}
+	}
+	lines := bytes.Split(tail, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := parseTextLine(lines[i])
+		if l.kind != textEntry {
+			continue
+		}
+		if l.stamp.year != 0 {
+			return hostname, l.stamp.time(0, o.Location).UTC(), nil
+		}
+		ref := o.Reference.In(o.Location)
+		y := ref.Year()
+		if l.stamp.time(y, o.Location).After(ref.Add(24 * time.Hour)) {
+			y--
+		}
+		return hostname, l.stamp.time(y, o.Location).UTC(), nil
+	}
+	return hostname, time.Time{}, nil
+}
+
 // Close releases nothing: files are opened per pass.
 func (t *TextJournal) Close() error { return nil }
 
@@ -821,7 +872,7 @@ func parseShortStamp(s string, st *stamp) (int, bool) {
 		return 0, false
 	}
 	st.month, st.day = mon, day
-	st.sec = clock2(hh, mm, ss)
+	st.sec = secondsOfDay(hh, mm, ss)
 	st.nsec = fraction(frac)
 	return n + 1, true
 }
@@ -855,7 +906,7 @@ func cutIdent(s string) (ident, pid, msg string, ok bool) {
 	return word, pid, msg, true
 }
 
-func clock2(hh, mm, ss int) int {
+func secondsOfDay(hh, mm, ss int) int {
 	if hh > 23 || mm > 59 || ss > 60 {
 		return 86400 + 1
 	}
@@ -866,7 +917,7 @@ func clock(h, m, s string) int {
 	hh, _ := strconv.Atoi(h)
 	mm, _ := strconv.Atoi(m)
 	ss, _ := strconv.Atoi(s)
-	return clock2(hh, mm, ss)
+	return secondsOfDay(hh, mm, ss)
 }
 
 func fraction(f string) int {

@@ -159,6 +159,11 @@ func TestTextMatchesJournalctl(t *testing.T) {
 				if len(tj.Problems) > 0 {
 					t.Errorf("problems reading journalctl's own output: %v", tj.Problems)
 				}
+				// Its head and tail alone give the scan's host name and last time.
+				host, end, err := TextEnds(h, TextOptions{Reference: t0.Add(24 * time.Hour)}, TextExport{Path: name, Unit: unit})
+				if err != nil || host != "node-0" || !end.Equal(tj.Files[0].Tail) {
+					t.Errorf("TextEnds: %q %v %v, want node-0 and %v", host, end, err, tj.Files[0].Tail)
+				}
 				var q Query
 				if unit != "" {
 					q.Any = [][]Term{{{"_SYSTEMD_UNIT", unit}}, {{"UNIT", unit}, {"_PID", "1"}}}
@@ -444,5 +449,26 @@ func TestTextUnnamedFirstBoot(t *testing.T) {
 				t.Errorf("kubelet entries of the last boot: %d, want 1 (from kubelet.log)", n)
 			}
 		})
+	}
+}
+
+// TestTextEndsOfALargeExport: head and tail alone, the tail starting inside
+// a line, give the scan's host name and last time.
+func TestTextEndsOfALargeExport(t *testing.T) {
+	var b strings.Builder
+	ts := time.Date(2024, 12, 31, 23, 0, 0, 0, time.UTC)
+	for i := 0; i < 3000; i++ {
+		ts = ts.Add(1500 * time.Millisecond)
+		fmt.Fprintf(&b, "%s node-7 kubelet[4]: line %d %s\n", ts.Format("Jan 02 15:04:05.000000"), i, strings.Repeat("x", 100))
+	}
+	h := textHost(t, map[string]string{"journal.log": b.String()})
+	o := TextOptions{Reference: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)}
+	tj, err := OpenText(h, o, TextExport{Path: "/journal.log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, end, err := TextEnds(h, o, TextExport{Path: "/journal.log"})
+	if err != nil || host != "node-7" || !end.Equal(tj.Files[0].Tail) || !end.Equal(ts) {
+		t.Errorf("TextEnds: %q %v %v, want node-7 and %v (scan: %v)", host, end, err, ts, tj.Files[0].Tail)
 	}
 }

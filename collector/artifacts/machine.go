@@ -314,9 +314,9 @@ var (
 )
 
 // clock finds when the machine's logs were collected and the node's host
-// name: the newest entry of the journal exports, their years anchored on
-// the newest date of cloud-init's logs (else on the files' modification
-// time).
+// name: the newest entry of the journal exports (their tails), their years
+// anchored on the newest date of cloud-init's logs (else on the files'
+// modification time).
 func (m *Machine) clock(h *host.Host, texts []journal.TextExport) (time.Time, string) {
 	anchor, fromLog := time.Time{}, false
 	if b, _, err := h.ReadFileLimit("/var/log/cloud-init.log", 8<<20); err == nil {
@@ -344,26 +344,22 @@ func (m *Machine) clock(h *host.Host, texts []journal.TextExport) (time.Time, st
 		// less than this long in a CI job.
 		ref = anchor.Add(300 * 24 * time.Hour)
 	}
-	if len(texts) == 0 {
-		return anchor.UTC(), ""
-	}
-	tj, err := journal.OpenText(h, journal.TextOptions{Reference: ref}, texts...)
-	if err != nil {
-		return anchor.UTC(), ""
-	}
-	clock := time.Time{}
-	for _, f := range tj.Files {
-		if f.Tail.After(clock) {
-			clock = f.Tail
+	// The ends of each export are enough: the probe reads them whole.
+	clock, hostname := time.Time{}, ""
+	for _, x := range texts {
+		host, last, err := journal.TextEnds(h, journal.TextOptions{Reference: ref}, x)
+		if err != nil {
+			continue
+		}
+		if hostname == "" {
+			hostname = host
+		}
+		if last.After(clock) {
+			clock = last
 		}
 	}
 	if clock.IsZero() {
 		clock = anchor
 	}
-	hostname := ""
-	_ = tj.Query(journal.Query{}, func(e *journal.Entry) bool {
-		hostname = e.Fields["_HOSTNAME"]
-		return hostname == ""
-	})
 	return clock.UTC(), hostname
 }
