@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -88,21 +88,10 @@ func (s objectsSource) byName(_ context.Context, gk schema.GroupKind, ns string,
 			out[u.GetName()] = u
 		}
 	}
-	gvr := schema.GroupVersionResource{Group: gk.Group, Resource: pluralOf(gk.Kind)}
+	// The resource's name as the API server would give it (apimachinery's
+	// guess from the kind: AzureMachine → azuremachines), for the problems.
+	gvr, _ := meta.UnsafeGuessKindToResource(gk.WithVersion(""))
 	return out, missing(gvr, ns, names, out)
-}
-
-// pluralOf is the resource of a kind as the API server names it, for the
-// kinds Cluster API objects refer to (AzureMachine → azuremachines).
-func pluralOf(kind string) string {
-	k := strings.ToLower(kind)
-	switch {
-	case strings.HasSuffix(k, "s"):
-		return k + "es"
-	case strings.HasSuffix(k, "y"):
-		return strings.TrimSuffix(k, "y") + "ies"
-	}
-	return k + "s"
 }
 
 // DecodeObjects reads the Kubernetes objects of a YAML stream (documents
