@@ -102,6 +102,17 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 	var out []*analyzed
 	var trees []*artifacts.Result
 	usable, failing := 0, false
+	// judged records an input's report, in the agent's JSON form.
+	judged := func(a *analyzed, r *nodediagv1.Report) {
+		a.report = r
+		var err error
+		if a.Report, err = report.MarshalJSON(r); err != nil {
+			a.Error, a.report = err.Error(), nil
+			return
+		}
+		usable++
+		failing = failing || report.ExitCode(r) != 0
+	}
 	for _, p := range paths {
 		if isArtifactTree(p) {
 			res, err := artifacts.Analyze(ctx, p, e)
@@ -117,13 +128,8 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 					a.Error = m.Err.Error()
 					continue
 				}
-				a.Problems, a.report = m.Checked.Problems, m.Checked.Report
-				if a.Report, err = report.MarshalJSON(a.report); err != nil {
-					a.Error = err.Error()
-					continue
-				}
-				usable++
-				failing = failing || report.ExitCode(a.report) != 0
+				a.Problems = m.Checked.Problems
+				judged(a, m.Checked.Report)
 			}
 			for _, c := range res.Clusters {
 				if c.Incident != nil {
@@ -148,13 +154,7 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 			continue
 		}
 		a.Kind, a.Problems = l.Kind, l.Problems
-		a.report = reports.Rejudge(e, l.Report)
-		if a.Report, err = report.MarshalJSON(a.report); err != nil {
-			a.Error = err.Error()
-			continue
-		}
-		usable++
-		failing = failing || report.ExitCode(a.report) != 0
+		judged(a, reports.Rejudge(e, l.Report))
 	}
 	var buf bytes.Buffer
 	switch o.output {
