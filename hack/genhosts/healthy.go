@@ -16,11 +16,11 @@ import (
 // few minutes after kubeadm init: static pods, the cluster PKI, kubeadm's
 // kubeconfigs, and the API server's own start-up in the kubelet's log.
 func healthyControlPlane() scenario {
-	n := node{os: "ubuntu-24.04", hostname: "capz-e2e-control-plane-t8x5m", kubelet: "v1.32.3", kubeadm: "v1.32.3", kubectl: "v1.32.3",
-		containerd: "v1.7.25", crictl: "v1.32.0", runc: "v1.2.4", controlPlane: true, cpVersion: "v1.32.3", joined: true,
-		endpoint: "capz-e2e-a1b2c3.eastus.cloudapp.azure.com:6443", boot: boot}
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(2*time.Minute + 40*time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	n := node{OS: "ubuntu-24.04", Hostname: "capz-e2e-control-plane-t8x5m", Kubelet: "v1.32.3", Kubeadm: "v1.32.3", Kubectl: "v1.32.3",
+		Containerd: "v1.7.25", Crictl: "v1.32.0", Runc: "v1.2.4", ControlPlane: true, CPVersion: "v1.32.3", Joined: true,
+		Endpoint: "capz-e2e-a1b2c3.eastus.cloudapp.azure.com:6443", Boot: boot}
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(2*time.Minute + 40*time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		t["etc/kubernetes/manifests/"+c+".yaml"] = staticPod(c, "registry.k8s.io/"+c+":v1.32.3")
 	}
@@ -31,7 +31,7 @@ func healthyControlPlane() scenario {
 	}
 	t["etc/kubernetes/pki/etcd/ca.crt"] = string(caPEM)
 	t["etc/kubernetes/pki/front-proxy-ca.crt"] = string(caPEM)
-	t["etc/kubernetes/admin.conf"] = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://" + n.endpoint + "\n  name: capz-e2e\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: " +
+	t["etc/kubernetes/admin.conf"] = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://" + n.Endpoint + "\n  name: capz-e2e\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: " +
 		base64.StdEncoding.EncodeToString(certPEM("kubernetes-admin", caStart, year, false, 200)) + "\n"
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `[init] Using Kubernetes version: v1.32.3
 [preflight] Running pre-flight checks
@@ -51,12 +51,12 @@ func healthyControlPlane() scenario {
 Your Kubernetes control-plane has initialized successfully!
 
 `)
-	s := &syslog{host: n.hostname}
-	kubeletStartupNoise(s, boot.Add(60*time.Second), 2210, n.hostname, n.endpoint)
+	s := &syslog{host: n.Hostname}
+	kubeletStartupNoise(s, boot.Add(60*time.Second), 2210, n.Hostname, n.Endpoint)
 	at := boot.Add(62 * time.Second)
-	s.line(at, "kubelet", 2210, klog('E', at, 2210, "reflector.go:158", `"Unhandled Error" err="k8s.io/client-go/informers/factory.go:160: Failed to watch *v1.Service: failed to list *v1.Service: Get \"https://`+n.endpoint+`/api/v1/services?limit=500&resourceVersion=0\": dial tcp 10.0.0.100:6443: connect: connection refused" logger="UnhandledError"`))
+	s.line(at, "kubelet", 2210, klog('E', at, 2210, "reflector.go:158", `"Unhandled Error" err="k8s.io/client-go/informers/factory.go:160: Failed to watch *v1.Service: failed to list *v1.Service: Get \"https://`+n.Endpoint+`/api/v1/services?limit=500&resourceVersion=0\": dial tcp 10.0.0.100:6443: connect: connection refused" logger="UnhandledError"`))
 	at = boot.Add(70 * time.Second)
-	s.line(at, "kubelet", 2210, klog('E', at, 2210, "controller.go:145", `"Failed to ensure lease exists, will retry" err="Get \"https://`+n.endpoint+`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/`+n.hostname+`?timeout=10s\": dial tcp 10.0.0.100:6443: connect: connection refused" interval="400ms"`))
+	s.line(at, "kubelet", 2210, klog('E', at, 2210, "controller.go:145", `"Failed to ensure lease exists, will retry" err="Get \"https://`+n.Endpoint+`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/`+n.Hostname+`?timeout=10s\": dial tcp 10.0.0.100:6443: connect: connection refused" interval="400ms"`))
 	at = boot.Add(4 * time.Minute)
 	s.line(at, "kubelet", 2210, klog('I', at, 2210, "kubelet_node_status.go:502", `"Fast updating node status as it just became ready"`))
 	t["var/log/syslog"] = s.String()
@@ -71,18 +71,18 @@ Your Kubernetes control-plane has initialized successfully!
 func healthyRebootedAfterAYear() scenario {
 	n := worker("ubuntu-24.04", "capz-prod-md-0-w7k3d", "v1.32.3")
 	boot2 := time.Date(2025, 6, 5, 7, 30, 0, 0, time.UTC)
-	ci := ciRun{boot: boot2, finalStart: boot2.Add(25 * time.Second), finalEnd: boot2.Add(27 * time.Second)}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot2, FinalStart: boot2.Add(25 * time.Second), FinalEnd: boot2.Add(27 * time.Second)}
+	t := n.Files().Add(ci.Files())
 	delete(t, "run/kubeadm/kubeadm-join-config.yaml")
 	delete(t, "run/cluster-api/")
 	// runcmd (the bootstrap script) ran once, at the first boot.
 	t["var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/sem/config_scripts_user"] = fmt.Sprintf("1342: %d\n", boot.Add(30*time.Second).Unix())
 	rotated := time.Date(2025, 3, 20, 4, 12, 9, 0, time.UTC)
 	name := "kubelet-client-" + rotated.Format("2006-01-02-15-04-05") + ".pem"
-	t["var/lib/kubelet/pki/"+name] = string(clientPEM("system:node:"+n.hostname, rotated, rotated.AddDate(1, 0, 0)))
+	t["var/lib/kubelet/pki/"+name] = string(clientPEM("system:node:"+n.Hostname, rotated, rotated.AddDate(1, 0, 0)))
 	t["var/lib/kubelet/pki/kubelet-client-current.pem"] = "->/var/lib/kubelet/pki/" + name
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, "")
-	s := &syslog{host: n.hostname}
+	s := &syslog{host: n.Hostname}
 	at := boot2.Add(12 * time.Second)
 	s.line(at, "systemd", 1, "Started kubelet.service - kubelet: The Kubernetes Node Agent.")
 	for i := 0; i < 3; i++ {
@@ -100,8 +100,8 @@ func healthyRebootedAfterAYear() scenario {
 // expected.
 func kubeadmWithoutCAPI() scenario {
 	n := worker("ubuntu-22.04", "lab-worker-2", "v1.30.6")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(90 * time.Second)}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(90 * time.Second)}
+	t := n.Files().Add(ci.Files())
 	delete(t, "run/kubeadm/kubeadm-join-config.yaml")
 	delete(t, "run/cluster-api/")
 	t["var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/scripts/runcmd"] = "#!/bin/sh\napt-get install -y kubelet kubeadm kubectl\n"
@@ -117,9 +117,9 @@ Setting up kubeadm (1.30.6-1.1) ...
 // package upgrade module could not reach a mirror.
 func airgapModuleError() scenario {
 	n := worker("ubuntu-22.04", "dkp-airgap-md-0-9s2kx", "v1.30.6")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(75 * time.Second), sentinel: true,
-		errors: []string{"('package_update_upgrade_install', ProcessExecutionError(\"Unexpected error while running command.\\nCommand: ['apt-get', '--option=Dpkg::Options::=--force-confold', 'update']\\nExit code: 100\"))"}}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(75 * time.Second), Sentinel: true,
+		Errors: []string{"('package_update_upgrade_install', ProcessExecutionError(\"Unexpected error while running command.\\nCommand: ['apt-get', '--option=Dpkg::Options::=--force-confold', 'update']\\nExit code: 100\"))"}}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, "23.3.3-0ubuntu0~22.04.1", `Err:1 http://archive.ubuntu.com/ubuntu jammy InRelease
   Temporary failure resolving 'archive.ubuntu.com'
 W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy/InRelease  Temporary failure resolving 'archive.ubuntu.com'
@@ -135,11 +135,11 @@ W: Some index files failed to download. They have been ignored, or old ones used
 // dockershim-era --network-plugin left in /etc/sysconfig/kubelet.
 func rhelLocalTimeFlag() scenario {
 	n := worker("rhel-9", "dc1-k8s-worker-07", "v1.29.10")
-	n.joined = false
-	n.containerd = "v1.7.13"
-	n.crictl = "v1.29.0"
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(5 * time.Minute), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	n.Containerd = "v1.7.13"
+	n.Crictl = "v1.29.0"
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(5 * time.Minute), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/sysconfig/kubelet"] = "KUBELET_EXTRA_ARGS=--network-plugin=cni --node-labels=dc=dc1\n"
 	t["etc/localtime"] = "->../usr/share/zoneinfo/Etc/GMT-2"
 	t["usr/share/zoneinfo/Etc/GMT-2"] = string(tzif("+02", 2*60*60))
@@ -150,11 +150,11 @@ func rhelLocalTimeFlag() scenario {
 error execution phase kubelet-start: The HTTP call equal to 'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "http://127.0.0.1:10248/healthz": context deadline exceeded
 `+strings.ReplaceAll(scriptsFailed("05:00"), "2024-05-01 00:05:00", "2024-05-01 02:05:00"))
 	local := time.FixedZone("+02", 2*60*60)
-	s := &syslog{host: n.hostname, traditional: true}
+	s := &syslog{host: n.Hostname, traditional: true}
 	every(boot.Add(40*time.Second), boot.Add(5*time.Minute), 10*time.Second, func(at time.Time, i int) {
 		lt := at.In(local)
 		pid := 5100 + i*3
-		fmt.Fprintf(&s.b, "%s %s kubelet[%d]: %s\n", lt.Format("Jan _2 15:04:05"), n.hostname, pid,
+		fmt.Fprintf(&s.b, "%s %s kubelet[%d]: %s\n", lt.Format("Jan _2 15:04:05"), n.Hostname, pid,
 			fmt.Sprintf("E%s %7d run.go:74] \"command failed\" err=\"failed to parse kubelet flag: unknown flag: --network-plugin\"", lt.Format("0102 15:04:05.000000"), pid))
 	})
 	t["var/log/messages"] = s.String()

@@ -13,8 +13,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
+
+	"github.com/nodediag/nodediag/internal/hostgen"
 )
 
 func main() {
@@ -34,7 +35,7 @@ func write(out string, s scenario) error {
 	if err := os.RemoveAll(filepath.Join(dir, "root")); err != nil {
 		return err
 	}
-	if err := writeTree(filepath.Join(dir, "root"), s.tree); err != nil {
+	if err := hostgen.WriteTree(filepath.Join(dir, "root"), s.tree); err != nil {
 		return err
 	}
 	args := filepath.Join(dir, "args")
@@ -45,43 +46,4 @@ func write(out string, s scenario) error {
 		return nil
 	}
 	return os.WriteFile(args, []byte(strings.Join(s.args, "\n")+"\n"), 0o644)
-}
-
-func writeTree(root string, t tree) error {
-	names := make([]string, 0, len(t))
-	for n := range t {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		content := t[name]
-		p := filepath.Join(root, name)
-		if strings.HasSuffix(name, "/") {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-			// git keeps no empty directory.
-			if err := os.WriteFile(filepath.Join(p, ".keep"), nil, 0o644); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if target, ok := strings.CutPrefix(content, "->"); ok {
-			if err := os.Symlink(target, p); err != nil {
-				return err
-			}
-			continue
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(content, "#!") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			return err
-		}
-	}
-	return nil
 }

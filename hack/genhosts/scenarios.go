@@ -22,8 +22,8 @@ var boot = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 const ciVersion = "24.4.1-0ubuntu0~24.04.1"
 
 func worker(os, host, k8s string) node {
-	return node{os: os, hostname: host, kubelet: k8s, kubeadm: k8s, kubectl: k8s, containerd: "v1.7.25", crictl: "v1.32.0", runc: "v1.2.4",
-		endpoint: "capz-e2e-a1b2c3.eastus.cloudapp.azure.com:6443", joined: true, boot: boot}
+	return node{OS: os, Hostname: host, Kubelet: k8s, Kubeadm: k8s, Kubectl: k8s, Containerd: "v1.7.25", Crictl: "v1.32.0", Runc: "v1.2.4",
+		Endpoint: "capz-e2e-a1b2c3.eastus.cloudapp.azure.com:6443", Joined: true, Boot: boot}
 }
 
 const joinOK = `[preflight] Running pre-flight checks
@@ -89,11 +89,11 @@ func scenarios() []scenario {
 // initialized for a minute), none of which may become a finding.
 func healthyWorker() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-7xk2p", "v1.32.3")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(57 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(57 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, joinOK)
-	s := &syslog{host: n.hostname}
-	kubeletStartupNoise(s, boot.Add(41*time.Second), 1876, n.hostname, n.endpoint)
+	s := &syslog{host: n.Hostname}
+	kubeletStartupNoise(s, boot.Add(41*time.Second), 1876, n.Hostname, n.Endpoint)
 	at := boot.Add(3 * time.Minute)
 	s.line(at, "kubelet", 1876, klog('I', at, 1876, "kubelet_node_status.go:502", `"Fast updating node status as it just became ready"`))
 	t["var/log/syslog"] = s.String()
@@ -104,9 +104,9 @@ func healthyWorker() scenario {
 // not a failure yet.
 func bootstrapInProgress() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-q8w4v", "v1.32.3")
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second)}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second)}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `+++ [2024-05-01T00:00:31+00:00] running 'kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml'
 [preflight] Running pre-flight checks
 [preflight] Reading configuration from the "kubeadm-config" ConfigMap in namespace "kube-system"...
@@ -121,11 +121,11 @@ func bootstrapInProgress() scenario {
 // and kubeadm init times out waiting for it (capz-cluster-debugging, "Stale
 // /etc/sysconfig/kubelet on azl3").
 func azl3RemovedFlag() scenario {
-	n := node{os: "azurelinux-3", hostname: "capz-dalec-control-plane-9hx2q", kubelet: "v1.35.0", kubeadm: "v1.35.0", kubectl: "v1.35.0",
-		containerd: "v2.0.0", crictl: "v1.35.0", runc: "v1.2.2", controlPlane: true, cpVersion: "v1.35.0",
-		endpoint: "capz-dalec-8f2k1.westus2.cloudapp.azure.com:6443", boot: boot}
-	ci := ciRun{boot: boot, finalStart: boot.Add(31 * time.Second), finalEnd: boot.Add(5*time.Minute + 12*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n := node{OS: "azurelinux-3", Hostname: "capz-dalec-control-plane-9hx2q", Kubelet: "v1.35.0", Kubeadm: "v1.35.0", Kubectl: "v1.35.0",
+		Containerd: "v2.0.0", Crictl: "v1.35.0", Runc: "v1.2.2", ControlPlane: true, CPVersion: "v1.35.0",
+		Endpoint: "capz-dalec-8f2k1.westus2.cloudapp.azure.com:6443", Boot: boot}
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(31 * time.Second), FinalEnd: boot.Add(5*time.Minute + 12*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/sysconfig/kubelet"] = "KUBELET_EXTRA_ARGS=--pod-infra-container-image=mcr.microsoft.com/oss/kubernetes/pause:3.6\n"
 	t["var/lib/kubelet/config.yaml"] = kubeletConfigYAML("systemd", "")
 	t["var/lib/kubelet/kubeadm-flags.env"] = `KUBELET_KUBEADM_ARGS="--cloud-provider=external --container-runtime-endpoint=unix:///var/run/containerd/containerd.sock"` + "\n"
@@ -200,11 +200,11 @@ status: {}
 // join waits for the TLS bootstrap and times out.
 func containerRuntimeFlag() scenario {
 	n := worker("ubuntu-22.04", "capi-quickstart-md-0-5c8d7-zt4rp", "v1.27.16")
-	n.containerd = "v1.7.13"
-	n.crictl = "v1.27.1"
-	n.endpoint = "10.0.0.100:6443"
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(4*time.Minute + 50*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Containerd = "v1.7.13"
+	n.Crictl = "v1.27.1"
+	n.Endpoint = "10.0.0.100:6443"
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(4*time.Minute + 50*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	delete(t, "etc/kubernetes/kubelet.conf")
 	delete(t, "var/lib/kubelet/pki/kubelet-client-current.pem")
 	t["etc/kubernetes/bootstrap-kubelet.conf"] = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.100:6443\n  name: kubernetes\nkind: Config\n"
@@ -230,7 +230,7 @@ This error is likely caused by:
 error execution phase kubelet-start: timed out waiting for the condition
 To see the stack trace of this error execute with --v=5 or higher
 `+scriptsFailed("04:50"))
-	s := &syslog{host: n.hostname, traditional: true}
+	s := &syslog{host: n.Hostname, traditional: true}
 	every(boot.Add(35*time.Second), boot.Add(4*time.Minute+50*time.Second), 10*time.Second, func(at time.Time, i int) {
 		pid := 2100 + i*7
 		s.line(at, "systemd", 1, "Started kubelet.service - kubelet: The Kubernetes Node Agent.")
@@ -248,11 +248,11 @@ To see the stack trace of this error execute with --v=5 or higher
 // (capz-cluster-debugging, "Version Skew" and "Silent binary replacement
 // failure"). The Machine expects v1.32.0.
 func gallerySkew() scenario {
-	n := node{os: "ubuntu-22.04", hostname: "capz-ci-control-plane-w2rz8", kubelet: "v1.33.2", kubeadm: "v1.33.2", kubectl: "v1.33.2",
-		containerd: "v1.7.27", crictl: "v1.33.0", runc: "v1.2.5", controlPlane: true, cpVersion: "v1.32.0",
-		endpoint: "capz-ci-5bd8a.eastus.cloudapp.azure.com:6443", boot: boot}
-	ci := ciRun{boot: boot, finalStart: boot.Add(29 * time.Second), finalEnd: boot.Add(41 * time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n := node{OS: "ubuntu-22.04", Hostname: "capz-ci-control-plane-w2rz8", Kubelet: "v1.33.2", Kubeadm: "v1.33.2", Kubectl: "v1.33.2",
+		Containerd: "v1.7.27", Crictl: "v1.33.0", Runc: "v1.2.5", ControlPlane: true, CPVersion: "v1.32.0",
+		Endpoint: "capz-ci-5bd8a.eastus.cloudapp.azure.com:6443", Boot: boot}
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(29 * time.Second), FinalEnd: boot.Add(41 * time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, "23.3.3-0ubuntu0~22.04.1", `+ KUBE_VERSION=v1.32.0
 + echo 'Installing Kubernetes binaries v1.32.0'
 Installing Kubernetes binaries v1.32.0
@@ -281,9 +281,9 @@ To see the stack trace of this error execute with --v=5 or higher
 // (first in PATH) checked the new copy and passed; the node runs the old one.
 func kubeletTwoBinaries() scenario {
 	n := worker("ubuntu-22.04", "capz-ci-md-0-8c6f9-ltb2s", "v1.33.2")
-	n.kubeadm = ""
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(66 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	n.Kubeadm = ""
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(66 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	t["usr/local/bin/kubelet"] = script("--version", "Kubernetes v1.32.0")
 	t["usr/local/bin/kubeadm"] = script("version -o short", "v1.32.0")
 	t["var/log/cloud-init-output.log"] = outputLog(ci, "23.3.3-0ubuntu0~22.04.1", "+ install -m 0755 /tmp/bin/kubelet /tmp/bin/kubeadm /usr/local/bin/\n"+joinOK)
@@ -294,11 +294,11 @@ func kubeletTwoBinaries() scenario {
 // http(s)://, containerd cannot parse it, and kubeadm init's image pull fails
 // (dkp-airgapped-registry.txt, error 1).
 func dkpMissingScheme() scenario {
-	n := node{os: "rhel-8", hostname: "dkp-airgap-control-plane-6j2gk", kubelet: "v1.22.8", kubeadm: "v1.22.8", kubectl: "v1.22.8",
-		containerd: "v1.4.13", crictl: "v1.22.0", runc: "v1.0.3", controlPlane: true, cpVersion: "v1.22.8",
-		endpoint: "10.20.0.10:6443", boot: boot}
-	ci := ciRun{boot: boot, finalStart: boot.Add(40 * time.Second), finalEnd: boot.Add(3 * time.Minute), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n := node{OS: "rhel-8", Hostname: "dkp-airgap-control-plane-6j2gk", Kubelet: "v1.22.8", Kubeadm: "v1.22.8", Kubectl: "v1.22.8",
+		Containerd: "v1.4.13", Crictl: "v1.22.0", Runc: "v1.0.3", ControlPlane: true, CPVersion: "v1.22.8",
+		Endpoint: "10.20.0.10:6443", Boot: boot}
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(40 * time.Second), FinalEnd: boot.Add(3 * time.Minute), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/containerd/config.toml"] = `version = 2
 
 [plugins."io.containerd.grpc.v1.cri".registry.mirrors."*"]
@@ -323,10 +323,10 @@ To see the stack trace of this error execute with --v=5 or higher
 // "LTS version image pull failure").
 func ltsImageNotFound() scenario {
 	n := worker("ubuntu-24.04", "capz-lts-md-0-9d2kq", "v1.31.100")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(58 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(58 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, joinOK)
-	s := &syslog{host: n.hostname}
+	s := &syslog{host: n.Hostname}
 	every(boot.Add(70*time.Second), boot.Add(25*time.Minute), 150*time.Second, func(at time.Time, i int) {
 		s.line(at, "containerd", 912, logrus(at, "error", `"PullImage \"registry.k8s.io/kube-proxy:v1.31.100\" failed" error="rpc error: code = NotFound desc = failed to pull and unpack image \"registry.k8s.io/kube-proxy:v1.31.100\": failed to resolve reference \"registry.k8s.io/kube-proxy:v1.31.100\": registry.k8s.io/kube-proxy:v1.31.100: not found"`))
 		s.line(at.Add(time.Millisecond), "kubelet", 1876, klog('E', at.Add(time.Millisecond), 1876, "log.go:32", `"PullImage from image service failed" err="rpc error: code = NotFound desc = failed to pull and unpack image \"registry.k8s.io/kube-proxy:v1.31.100\": failed to resolve reference \"registry.k8s.io/kube-proxy:v1.31.100\": registry.k8s.io/kube-proxy:v1.31.100: not found" image="registry.k8s.io/kube-proxy:v1.31.100"`))
@@ -340,10 +340,10 @@ func ltsImageNotFound() scenario {
 // registry.k8s.io; every pod sandbox fails on the pause image.
 func registryUnreachable() scenario {
 	n := worker("ubuntu-24.04", "capz-private-md-0-4kq7d", "v1.32.3")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(59 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(59 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, joinOK)
-	s := &syslog{host: n.hostname}
+	s := &syslog{host: n.Hostname}
 	every(boot.Add(75*time.Second), boot.Add(32*time.Minute), 4*time.Minute, func(at time.Time, i int) {
 		s.line(at, "containerd", 902, logrus(at, "info", `"trying next host" error="failed to do request: Head \"https://registry.k8s.io/v2/pause/manifests/3.10\": dial tcp 34.96.108.209:443: i/o timeout" host=registry.k8s.io`))
 		s.line(at.Add(time.Millisecond), "kubelet", 1876, klog('E', at.Add(time.Millisecond), 1876, "log.go:32", `"RunPodSandbox from runtime service failed" err="rpc error: code = DeadlineExceeded desc = failed to get sandbox image \"registry.k8s.io/pause:3.10\": failed to pull image \"registry.k8s.io/pause:3.10\": failed to pull and unpack image \"registry.k8s.io/pause:3.10\": failed to resolve reference \"registry.k8s.io/pause:3.10\": failed to do request: Head \"https://registry.k8s.io/v2/pause/manifests/3.10\": dial tcp 34.96.108.209:443: i/o timeout"`))
@@ -356,9 +356,9 @@ func registryUnreachable() scenario {
 // broke it; containerd exits at load and kubeadm join's preflight finds no runtime.
 func containerdBrokenConfig() scenario {
 	n := worker("ubuntu-22.04", "capz-e2e-md-0-2b9sx", "v1.29.10")
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(33 * time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(33 * time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/containerd/config.toml"] = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"\n  sandbox_image = \"registry.k8s.io/pause:3.9\"\n"
 	t["var/log/cloud-init-output.log"] = outputLog(ci, "23.3.3-0ubuntu0~22.04.1", `+ cat /tmp/containerd-extra.toml
 + systemctl restart containerd
@@ -371,7 +371,7 @@ error execution phase preflight: [preflight] Some fatal errors occurred:
 [preflight] If you know what you are doing, you can make a check non-fatal with `+"`--ignore-preflight-errors=...`"+`
 To see the stack trace of this error execute with --v=5 or higher
 `+scriptsFailed("00:33"))
-	s := &syslog{host: n.hostname, traditional: true}
+	s := &syslog{host: n.Hostname, traditional: true}
 	at := boot.Add(30 * time.Second)
 	s.line(at, "systemd", 1, "Starting containerd.service - containerd container runtime...")
 	s.line(at.Add(20*time.Millisecond), "containerd", 1024, `containerd: failed to load TOML: /etc/containerd/config.toml: (2, 40): unexpected token table key cannot contain '"', was expecting a table key`)
@@ -385,9 +385,9 @@ To see the stack trace of this error execute with --v=5 or higher
 // disabled_plugins = ["cri"]; containerd runs but serves no CRI.
 func criPluginDisabled() scenario {
 	n := worker("ubuntu-22.04", "capi-byoh-worker-3", "v1.30.6")
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(31 * time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(31 * time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/containerd/config.toml"] = "#   Copyright 2018-2022 Docker Inc.\n\ndisabled_plugins = [\"cri\"]\n"
 	t["usr/bin/containerd"] = script("--version", "containerd containerd.io 1.7.22 7f7fdf5fed64eb6a7caf99b3e12efcf9d60e311c")
 	t["var/log/cloud-init-output.log"] = outputLog(ci, "23.3.3-0ubuntu0~22.04.1", `[preflight] Running pre-flight checks
@@ -404,8 +404,8 @@ To see the stack trace of this error execute with --v=5 or higher
 // refuses to run and the join times out.
 func swapEnabled() scenario {
 	n := worker("ubuntu-22.04", "capz-e2e-md-0-r5t2w", "v1.30.6")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(4*time.Minute + 40*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(4*time.Minute + 40*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	delete(t, "etc/kubernetes/kubelet.conf")
 	delete(t, "var/lib/kubelet/pki/kubelet-client-current.pem")
 	t["proc/swaps"] = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/swapfile                               file\t\t2097148\t\t0\t\t-2\n"
@@ -424,7 +424,7 @@ Unfortunately, an error has occurred, likely caused by:
 error execution phase kubelet-start: The HTTP call equal to 'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "http://127.0.0.1:10248/healthz": context deadline exceeded
 To see the stack trace of this error execute with --v=5 or higher
 `+scriptsFailed("04:40"))
-	s := &syslog{host: n.hostname, traditional: true}
+	s := &syslog{host: n.Hostname, traditional: true}
 	every(boot.Add(36*time.Second), boot.Add(4*time.Minute+40*time.Second), 10*time.Second, func(at time.Time, i int) {
 		pid := 3100 + i*5
 		s.line(at, "kubelet", pid, klog('I', at, pid, "swap_util.go:115", `"Swap is on" /proc/swaps contents=<`))
@@ -439,10 +439,10 @@ To see the stack trace of this error execute with --v=5 or higher
 // layers and the kubelet evicts pods.
 func diskFull() scenario {
 	n := worker("ubuntu-24.04", "capz-prod-md-0-6hj8k", "v1.32.3")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(57 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(57 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, joinOK)
-	s := &syslog{host: n.hostname}
+	s := &syslog{host: n.Hostname}
 	day := boot.Add(36 * time.Hour)
 	every(day, day.Add(20*time.Minute), 5*time.Minute, func(at time.Time, i int) {
 		s.line(at, "kubelet", 1876, klog('I', at, 1876, "eviction_manager.go:369", `"Eviction manager: attempting to reclaim" resourceName="ephemeral-storage"`))
@@ -458,11 +458,11 @@ func diskFull() scenario {
 // gone, so the kubelet cannot authenticate.
 func kubeletCertExpired() scenario {
 	n := worker("ubuntu-22.04", "capz-edge-md-0-k2v8n", "v1.30.6")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(57 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(57 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, "23.3.3-0ubuntu0~22.04.1", joinOK)
 	later := time.Date(2025, 6, 12, 8, 55, 0, 0, time.UTC)
-	s := &syslog{host: n.hostname, traditional: true}
+	s := &syslog{host: n.Hostname, traditional: true}
 	every(later, later.Add(3*time.Minute), 10*time.Second, func(at time.Time, i int) {
 		pid := 261533 + i*3
 		s.line(at, "kubelet", pid, klog('E', at, pid, "bootstrap.go:266", "part of the existing bootstrap client certificate in /etc/kubernetes/kubelet.conf is expired: 2025-05-01 00:01:10 +0000 UTC"))
@@ -477,10 +477,10 @@ func kubeletCertExpired() scenario {
 // fails TLS verification.
 func clockBehind() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-c4l9z", "v1.32.3")
-	n.joined = false
+	n.Joined = false
 	skewed := boot.AddDate(0, 0, -4)
-	ci := ciRun{boot: skewed, finalStart: skewed.Add(28 * time.Second), finalEnd: skewed.Add(5*time.Minute + 30*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: skewed, FinalStart: skewed.Add(28 * time.Second), FinalEnd: skewed.Add(5*time.Minute + 30*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/kubernetes/pki/ca.crt"] = string(caPEM)
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `[preflight] Running pre-flight checks
 error execution phase preflight: couldn't validate the identity of the API Server: Get "https://capz-e2e-a1b2c3.eastus.cloudapp.azure.com:6443/api/v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time 2024-04-27T00:05:29Z is before 2024-04-30T23:50:00Z
@@ -494,12 +494,12 @@ To see the stack trace of this error execute with --v=5 or higher
 // NotReady and the runtime reports the network plugin not ready for 45 minutes.
 func cniNotReady() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-h7g3t", "v1.32.3")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(57 * time.Second), sentinel: true}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(57 * time.Second), Sentinel: true}
+	t := n.Files().Add(ci.Files())
 	delete(t, "etc/cni/net.d/10-calico.conflist")
 	t["etc/cni/net.d/"] = ""
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, joinOK)
-	s := &syslog{host: n.hostname}
+	s := &syslog{host: n.Hostname}
 	every(boot.Add(45*time.Second), boot.Add(46*time.Minute), 5*time.Minute, func(at time.Time, i int) {
 		s.line(at, "kubelet", 1876, klog('E', at, 1876, "kubelet.go:3008", `"Container runtime network not ready" networkReady="NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"`))
 	})
@@ -511,9 +511,9 @@ func cniNotReady() scenario {
 // (NSG, load balancer); kubeadm join's discovery gives up.
 func joinAPIUnreachable() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-m3n6b", "v1.32.3")
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(5*time.Minute + 31*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(5*time.Minute + 31*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `[preflight] Running pre-flight checks
 error execution phase preflight: couldn't validate the identity of the API Server: Get "https://capz-e2e-a1b2c3.eastus.cloudapp.azure.com:6443/api/v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s": dial tcp 20.81.4.12:6443: i/o timeout
 To see the stack trace of this error execute with --v=5 or higher
@@ -524,9 +524,9 @@ To see the stack trace of this error execute with --v=5 or higher
 // joinTokenExpired: the Machine's VM came up after its bootstrap token expired.
 func joinTokenExpired() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-p9s2d", "v1.32.3")
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(5*time.Minute + 31*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(5*time.Minute + 31*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `[preflight] Running pre-flight checks
 error execution phase preflight: couldn't validate the identity of the API Server: could not find a JWS signature in the cluster-info ConfigMap for token ID "5xf60f"
 To see the stack trace of this error execute with --v=5 or higher
@@ -536,11 +536,11 @@ To see the stack trace of this error execute with --v=5 or higher
 
 // preflightSmallVM: the control plane VM size has one vCPU and under 1 GiB.
 func preflightSmallVM() scenario {
-	n := node{os: "ubuntu-24.04", hostname: "capz-tiny-control-plane-x2m4p", kubelet: "v1.32.3", kubeadm: "v1.32.3", kubectl: "v1.32.3",
-		containerd: "v1.7.25", crictl: "v1.32.0", runc: "v1.2.4", controlPlane: true, cpVersion: "v1.32.3",
-		endpoint: "capz-tiny-3kd9.eastus.cloudapp.azure.com:6443", boot: boot}
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(33 * time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n := node{OS: "ubuntu-24.04", Hostname: "capz-tiny-control-plane-x2m4p", Kubelet: "v1.32.3", Kubeadm: "v1.32.3", Kubectl: "v1.32.3",
+		Containerd: "v1.7.25", Crictl: "v1.32.0", Runc: "v1.2.4", ControlPlane: true, CPVersion: "v1.32.3",
+		Endpoint: "capz-tiny-3kd9.eastus.cloudapp.azure.com:6443", Boot: boot}
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(33 * time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `[init] Using Kubernetes version: v1.32.3
 [preflight] Running pre-flight checks
 [preflight] Some fatal errors occurred:
@@ -557,10 +557,10 @@ To see the stack trace of this error execute with --v=5 or higher
 // build; the URL does not exist, so no kubelet or kubeadm is installed.
 func downloadFailed() scenario {
 	n := worker("ubuntu-24.04", "capz-ci-version-md-0-t4w8r", "")
-	n.kubeadm, n.kubectl = "", ""
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(35 * time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Kubeadm, n.Kubectl = "", ""
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(35 * time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["var/log/cloud-init-output.log"] = outputLog(ci, ciVersion, `+ CI_VERSION=v1.33.0-alpha.1.52+7c2a9b3e1f0d4c
 + for b in kubeadm kubelet kubectl
 + curl --retry 10 --retry-delay 5 -sSLf -o /usr/bin/kubeadm https://dl.k8s.io/ci/v1.33.0-alpha.1.52+7c2a9b3e1f0d4c/bin/linux/amd64/kubeadm
@@ -578,8 +578,8 @@ Failed to restart kubelet.service: Unit kubelet.service has a bad unit file sett
 // KubeletConfiguration; the kubelet cannot load it.
 func kubeletConfigInvalid() scenario {
 	n := worker("ubuntu-24.04", "capz-e2e-md-0-f2d7c", "v1.32.3")
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(4*time.Minute + 45*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(4*time.Minute + 45*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	delete(t, "etc/kubernetes/kubelet.conf")
 	delete(t, "var/lib/kubelet/pki/kubelet-client-current.pem")
 	t["var/lib/kubelet/config.yaml"] = kubeletConfigYAML("systemd", "evictionHard:\n\tmemory.available: 200Mi\n")
@@ -591,7 +591,7 @@ func kubeletConfigInvalid() scenario {
 error execution phase kubelet-start: The HTTP call equal to 'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "http://127.0.0.1:10248/healthz": context deadline exceeded
 To see the stack trace of this error execute with --v=5 or higher
 `+scriptsFailed("04:45"))
-	s := &syslog{host: n.hostname}
+	s := &syslog{host: n.Hostname}
 	every(boot.Add(41*time.Second), boot.Add(4*time.Minute+45*time.Second), 10*time.Second, func(at time.Time, i int) {
 		pid := 4200 + i*4
 		s.line(at, "kubelet", pid, klog('E', at, pid, "run.go:72", `"command failed" err="failed to load kubelet config file, path: /var/lib/kubelet/config.yaml, error: failed to load Kubelet config file /var/lib/kubelet/config.yaml, error failed to decode: yaml: line 55: found character that cannot start any token"`))
@@ -606,9 +606,9 @@ To see the stack trace of this error execute with --v=5 or higher
 // kubeconfig token. The test of this scenario searches every output for them.
 func plantedSecrets() scenario {
 	n := worker("ubuntu-24.04", "capz-secret-control-plane-z8k3q", "v1.32.3")
-	n.joined = false
-	ci := ciRun{boot: boot, finalStart: boot.Add(28 * time.Second), finalEnd: boot.Add(5*time.Minute + 31*time.Second), errors: []string{runpartsError}}
-	t := n.files().add(ci.files())
+	n.Joined = false
+	ci := ciRun{Boot: boot, FinalStart: boot.Add(28 * time.Second), FinalEnd: boot.Add(5*time.Minute + 31*time.Second), Errors: []string{runpartsError}}
+	t := n.Files().Add(ci.Files())
 	t["etc/default/kubelet"] = "KUBELET_EXTRA_ARGS=--node-labels=role=cp --register-with-taints=dedicated=cp:NoSchedule\nREGISTRY_PASSWORD=Tr0ub4dor&3\n"
 	t["etc/kubernetes/pki/sa.key"] = string(clientPEM("service-accounts", boot, boot.AddDate(1, 0, 0)))
 	t["etc/kubernetes/pki/front-proxy-ca.crt"] = string(clientPEM("front-proxy-ca", boot, boot.AddDate(1, 0, 0)))

@@ -1,4 +1,9 @@
-package main
+// Package hostgen writes the trees of example nodes: the host roots of
+// agent/testdata/hosts (hack/genhosts) and of the real-failure corpus
+// (agent/corpus). A node is shaped like a CAPZ/CAPI or kubeadm node: OS
+// identity, the kubelet unit and its drop-in, binaries, kubeadm's files,
+// PKI from a deterministic example CA, CNI, cloud-init's state.
+package hostgen
 
 import (
 	"crypto/ed25519"
@@ -9,6 +14,9 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -17,9 +25,9 @@ import (
 // the conventions of agent/host/hosttest: "->target" is a symlink, content
 // starting with "#!" an executable script, a name ending in "/" an empty
 // directory.
-type tree map[string]string
+type Tree map[string]string
 
-func (t tree) add(o tree) tree {
+func (t Tree) Add(o Tree) Tree {
 	for k, v := range o {
 		t[k] = v
 	}
@@ -27,36 +35,36 @@ func (t tree) add(o tree) tree {
 }
 
 // node describes the node a scenario starts from.
-type node struct {
-	os       string // "ubuntu-24.04", "ubuntu-22.04", "azurelinux-3"
-	hostname string
+type Node struct {
+	OS       string // "ubuntu-24.04", "ubuntu-22.04", "azurelinux-3"
+	Hostname string
 	// versions of the binaries the node carries ("" = absent).
-	kubelet, kubeadm, kubectl, containerd, crictl, runc string
+	Kubelet, Kubeadm, Kubectl, Containerd, Crictl, Runc string
 	// controlPlane nodes get static pod manifests and kubeadm.yaml.
-	controlPlane bool
+	ControlPlane bool
 	// cpVersion is the control plane's kubernetesVersion (kubeadm.yaml).
-	cpVersion string
+	CPVersion string
 	// endpoint is the control plane endpoint.
-	endpoint string
+	Endpoint string
 	// joined nodes have kubelet.conf, kubeadm-flags.env, config.yaml and a
 	// kubelet client certificate.
-	joined bool
+	Joined bool
 	// boot is when the VM booted (cloud-init stages follow).
-	boot time.Time
+	Boot time.Time
 }
 
-func (n node) deb() bool { return strings.HasPrefix(n.os, "ubuntu") }
+func (n Node) Deb() bool { return strings.HasPrefix(n.OS, "ubuntu") }
 
 // files returns the node's base tree: OS identity, kubelet unit wiring,
 // binaries, kubeadm bootstrap files, PKI and CNI as a CAPZ node has them.
-func (n node) files() tree {
-	t := tree{}
-	t.add(n.osFiles())
-	t.add(n.kubeletUnit())
-	t.add(n.binaries())
-	t.add(n.kubeadmFiles())
-	if n.joined {
-		t.add(n.joinedFiles())
+func (n Node) Files() Tree {
+	t := Tree{}
+	t.Add(n.osFiles())
+	t.Add(n.kubeletUnit())
+	t.Add(n.binaries())
+	t.Add(n.kubeadmFiles())
+	if n.Joined {
+		t.Add(n.joinedFiles())
 	}
 	t["var/lib/containerd/"] = ""
 	t["var/lib/kubelet/pki/"] = ""
@@ -65,9 +73,9 @@ func (n node) files() tree {
 	return t
 }
 
-func (n node) osFiles() tree {
-	t := tree{"etc/hostname": n.hostname + "\n", "etc/machine-id": fmt.Sprintf("%x", sha256.Sum256([]byte(n.hostname)))[:32] + "\n"}
-	switch n.os {
+func (n Node) osFiles() Tree {
+	t := Tree{"etc/hostname": n.Hostname + "\n", "etc/machine-id": fmt.Sprintf("%x", sha256.Sum256([]byte(n.Hostname)))[:32] + "\n"}
+	switch n.OS {
 	case "ubuntu-24.04":
 		t["usr/lib/os-release"] = `PRETTY_NAME="Ubuntu 24.04.1 LTS"
 NAME="Ubuntu"
@@ -124,12 +132,12 @@ PRETTY_NAME="Red Hat Enterprise Linux 8.6 (Ootpa)"
 
 // kubeletUnit is the kubelet.service and 10-kubeadm.conf of the kubernetes
 // packages (deb: /etc/default/kubelet; rpm: /etc/sysconfig/kubelet).
-func (n node) kubeletUnit() tree {
+func (n Node) kubeletUnit() Tree {
 	envFile := "/etc/sysconfig/kubelet"
-	if n.deb() {
+	if n.Deb() {
 		envFile = "/etc/default/kubelet"
 	}
-	return tree{
+	return Tree{
 		"usr/lib/systemd/system/kubelet.service": `[Unit]
 Description=kubelet: The Kubernetes Node Agent
 Documentation=https://kubernetes.io/docs/
@@ -161,32 +169,32 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 }
 
 // binaries are shell scripts that answer like the real binaries.
-func (n node) binaries() tree {
-	t := tree{}
-	if n.kubelet != "" {
-		t["usr/bin/kubelet"] = script("--version", "Kubernetes "+n.kubelet)
+func (n Node) binaries() Tree {
+	t := Tree{}
+	if n.Kubelet != "" {
+		t["usr/bin/kubelet"] = Script("--version", "Kubernetes "+n.Kubelet)
 	}
-	if n.kubeadm != "" {
-		t["usr/bin/kubeadm"] = script("version -o short", n.kubeadm)
+	if n.Kubeadm != "" {
+		t["usr/bin/kubeadm"] = Script("version -o short", n.Kubeadm)
 	}
-	if n.kubectl != "" {
-		t["usr/bin/kubectl"] = script("version --client -o json", kubectlJSON(n.kubectl))
+	if n.Kubectl != "" {
+		t["usr/bin/kubectl"] = Script("version --client -o json", kubectlJSON(n.Kubectl))
 	}
-	if n.containerd != "" {
-		t["usr/bin/containerd"] = script("--version", "containerd github.com/containerd/containerd "+n.containerd+" 88bf19b2105c8b17560993bee28a01ddc2f97182")
+	if n.Containerd != "" {
+		t["usr/bin/containerd"] = Script("--version", "containerd github.com/containerd/containerd "+n.Containerd+" 88bf19b2105c8b17560993bee28a01ddc2f97182")
 	}
-	if n.crictl != "" {
-		t["usr/local/bin/crictl"] = script("--version", "crictl version "+n.crictl)
+	if n.Crictl != "" {
+		t["usr/local/bin/crictl"] = Script("--version", "crictl version "+n.Crictl)
 	}
-	if n.runc != "" {
-		t["usr/bin/runc"] = script("--version", "runc version "+strings.TrimPrefix(n.runc, "v")+"\ncommit: "+n.runc+"-0-g6c52b3fc\nspec: 1.2.0\ngo: go1.22.10\nlibseccomp: 2.5.5")
+	if n.Runc != "" {
+		t["usr/bin/runc"] = Script("--version", "runc version "+strings.TrimPrefix(n.Runc, "v")+"\ncommit: "+n.Runc+"-0-g6c52b3fc\nspec: 1.2.0\ngo: go1.22.10\nlibseccomp: 2.5.5")
 	}
 	return t
 }
 
 // script answers args (space-joined) with out, and anything else with an
 // error, as a real binary asked something unexpected would.
-func script(args, out string) string {
+func Script(args, out string) string {
 	return "#!/bin/sh\n# A stand-in for the real binary: it answers the version query the way the real one does.\n" +
 		"if [ \"$*\" = \"" + args + "\" ]; then\n  cat <<'EOF'\n" + out + "\nEOF\n  exit 0\nfi\necho \"unexpected arguments: $*\" >&2\nexit 1\n"
 }
@@ -212,12 +220,12 @@ func kubectlJSON(v string) string {
 // kubeadmFiles are what the CAPI kubeadm bootstrap provider writes
 // (cluster-api bootstrap/kubeadm/internal/cloudinit): /run/kubeadm/kubeadm.yaml
 // on the first control plane node, kubeadm-join-config.yaml elsewhere.
-func (n node) kubeadmFiles() tree {
-	if n.kubeadm == "" && n.cpVersion == "" {
-		return tree{}
+func (n Node) kubeadmFiles() Tree {
+	if n.Kubeadm == "" && n.CPVersion == "" {
+		return Tree{}
 	}
-	if n.controlPlane {
-		return tree{"run/kubeadm/kubeadm.yaml": `---
+	if n.ControlPlane {
+		return Tree{"run/kubeadm/kubeadm.yaml": `---
 apiServer:
   certSANs:
   - localhost
@@ -226,7 +234,7 @@ apiServer:
     cloud-provider: external
 apiVersion: kubeadm.k8s.io/v1beta3
 clusterName: ` + clusterName(n) + `
-controlPlaneEndpoint: ` + n.endpoint + `
+controlPlaneEndpoint: ` + n.Endpoint + `
 controllerManager:
   extraArgs:
     cloud-provider: external
@@ -236,7 +244,7 @@ etcd:
     dataDir: /var/lib/etcddisk/etcd
 imageRepository: registry.k8s.io
 kind: ClusterConfiguration
-kubernetesVersion: ` + n.cpVersion + `
+kubernetesVersion: ` + n.CPVersion + `
 networking:
   dnsDomain: cluster.local
   podSubnet: 192.168.0.0/16
@@ -261,11 +269,11 @@ nodeRegistration:
   name: '{{ ds.meta_data["local_hostname"] }}'
 `}
 	}
-	return tree{"run/kubeadm/kubeadm-join-config.yaml": `---
+	return Tree{"run/kubeadm/kubeadm-join-config.yaml": `---
 apiVersion: kubeadm.k8s.io/v1beta3
 discovery:
   bootstrapToken:
-    apiServerEndpoint: ` + n.endpoint + `
+    apiServerEndpoint: ` + n.Endpoint + `
     caCertHashes:
     - sha256:8c62b24d4b1f4a4c2f1b0b6e0d8b9a1e6a5b2c3d4e5f60718293a4b5c6d7e8f9
     token: 5xf60f.jlq4b8e3ns7kz2rd
@@ -278,20 +286,20 @@ nodeRegistration:
 `}
 }
 
-func clusterName(n node) string {
-	return strings.SplitN(n.hostname, "-", 3)[0] + "-" + strings.SplitN(n.hostname, "-", 3)[1]
+func clusterName(n Node) string {
+	return strings.SplitN(n.Hostname, "-", 3)[0] + "-" + strings.SplitN(n.Hostname, "-", 3)[1]
 }
 
 // joinedFiles are what kubeadm init/join leave on a node that got that far.
-func (n node) joinedFiles() tree {
-	t := tree{
+func (n Node) joinedFiles() Tree {
+	t := Tree{
 		"var/lib/kubelet/kubeadm-flags.env": `KUBELET_KUBEADM_ARGS="--cloud-provider=external --container-runtime-endpoint=unix:///var/run/containerd/containerd.sock"` + "\n",
-		"var/lib/kubelet/config.yaml":       kubeletConfigYAML("systemd", ""),
+		"var/lib/kubelet/config.yaml":       KubeletConfigYAML("systemd", ""),
 		"etc/kubernetes/kubelet.conf": `apiVersion: v1
 clusters:
 - cluster:
-    certificate-authority-data: ` + base64.StdEncoding.EncodeToString(caPEM) + `
-    server: https://` + n.endpoint + `
+    certificate-authority-data: ` + base64.StdEncoding.EncodeToString(CAPEM) + `
+    server: https://` + n.Endpoint + `
   name: default-cluster
 contexts:
 - context:
@@ -308,14 +316,14 @@ users:
     client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem
     client-key: /var/lib/kubelet/pki/kubelet-client-current.pem
 `,
-		"etc/kubernetes/pki/ca.crt": string(caPEM),
+		"etc/kubernetes/pki/ca.crt": string(CAPEM),
 	}
 	// The kubelet gets its client certificate during the join (TLS bootstrap).
-	stamp := n.boot.Add(45 * time.Second)
+	stamp := n.Boot.Add(45 * time.Second)
 	name := "kubelet-client-" + stamp.Format("2006-01-02-15-04-05") + ".pem"
-	t["var/lib/kubelet/pki/"+name] = string(clientPEM("system:node:"+n.hostname, stamp, stamp.AddDate(1, 0, 0)))
+	t["var/lib/kubelet/pki/"+name] = string(ClientPEM("system:node:"+n.Hostname, stamp, stamp.AddDate(1, 0, 0)))
 	t["var/lib/kubelet/pki/kubelet-client-current.pem"] = "->/var/lib/kubelet/pki/" + name
-	t["var/lib/kubelet/pki/kubelet.crt"] = string(certPEM(n.hostname+"@"+fmt.Sprint(stamp.Unix()), stamp, stamp.AddDate(1, 0, 0), true, 11))
+	t["var/lib/kubelet/pki/kubelet.crt"] = string(CertPEM(n.Hostname+"@"+fmt.Sprint(stamp.Unix()), stamp, stamp.AddDate(1, 0, 0), true, 11))
 	t["etc/cni/net.d/10-calico.conflist"] = calicoConflist
 	for _, p := range []string{"bandwidth", "calico", "calico-ipam", "flannel", "host-local", "loopback", "portmap", "tuning"} {
 		t["opt/cni/bin/"+p] = "#!/bin/sh\n# CNI plugin stand-in: never run by the agent.\nexit 1\n"
@@ -323,7 +331,7 @@ users:
 	return t
 }
 
-func kubeletConfigYAML(cgroupDriver, extra string) string {
+func KubeletConfigYAML(cgroupDriver, extra string) string {
 	return `apiVersion: kubelet.config.k8s.io/v1beta1
 authentication:
   anonymous:
@@ -403,24 +411,24 @@ const calicoConflist = `{
 
 // Deterministic keys: ed25519 from fixed seeds, so regenerating the trees
 // gives the same bytes.
-func key(seed string) ed25519.PrivateKey {
+func Key(seed string) ed25519.PrivateKey {
 	s := sha256.Sum256([]byte(seed))
 	return ed25519.NewKeyFromSeed(s[:])
 }
 
 var (
-	caKey   = key("nodediag example cluster CA")
-	caStart = time.Date(2024, 4, 30, 23, 50, 0, 0, time.UTC)
+	caKey   = Key("nodediag example cluster CA")
+	CAStart = time.Date(2024, 4, 30, 23, 50, 0, 0, time.UTC)
 	caCert  = mustCert(&x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "kubernetes"},
-		NotBefore:             caStart,
-		NotAfter:              caStart.AddDate(10, 0, 0),
+		NotBefore:             CAStart,
+		NotAfter:              CAStart.AddDate(10, 0, 0),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 	}, nil, caKey)
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
+	CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
 )
 
 func mustCert(tmpl, parent *x509.Certificate, signer ed25519.PrivateKey) *x509.Certificate {
@@ -439,8 +447,8 @@ func mustCert(tmpl, parent *x509.Certificate, signer ed25519.PrivateKey) *x509.C
 }
 
 // certPEM is a certificate signed by the example CA (or self-signed).
-func certPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial int64) []byte {
-	k := key(cn)
+func CertPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial int64) []byte {
+	k := Key(cn)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: cn},
@@ -462,8 +470,8 @@ func certPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial i
 
 // clientPEM is a kubelet client certificate file: the certificate and its
 // private key, as the kubelet's certificate manager writes them.
-func clientPEM(cn string, notBefore, notAfter time.Time) []byte {
-	k := key(cn)
+func ClientPEM(cn string, notBefore, notAfter time.Time) []byte {
+	k := Key(cn)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(notBefore.Unix()),
 		Subject:      pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}},
@@ -487,15 +495,15 @@ func clientPEM(cn string, notBefore, notAfter time.Time) []byte {
 // boot: status.json and (when finished) result.json, as cloud-init 24.x
 // writes them, with /run links, boot-finished, and the CAPI sentinel when
 // bootstrap succeeded.
-type ciRun struct {
-	boot       time.Time
-	finalStart time.Time
-	finalEnd   time.Time // zero: modules-final still running
-	errors     []string  // modules-final errors
-	sentinel   bool
+type CIRun struct {
+	Boot       time.Time
+	FinalStart time.Time
+	FinalEnd   time.Time // zero: modules-final still running
+	Errors     []string  // modules-final errors
+	Sentinel   bool
 }
 
-func (c ciRun) files() tree {
+func (c CIRun) Files() Tree {
 	epoch := func(t time.Time) string {
 		if t.IsZero() {
 			return "null"
@@ -514,36 +522,36 @@ func (c ciRun) files() tree {
    "start": %s
   }`, name, strings.Join(q, ", "), epoch(end), epoch(start))
 	}
-	b := c.boot
+	b := c.Boot
 	running := "null"
-	if c.finalEnd.IsZero() {
+	if c.FinalEnd.IsZero() {
 		running = `"modules-final"`
 	}
 	status := "{\n \"v1\": {\n  \"datasource\": \"DataSourceAzure [seed=/dev/sr0]\",\n" +
 		stage("init", b.Add(16*time.Second), b.Add(21*time.Second), nil) + ",\n" +
 		stage("init-local", b.Add(8*time.Second), b.Add(12*time.Second), nil) + ",\n" +
 		stage("modules-config", b.Add(26*time.Second), b.Add(28*time.Second), nil) + ",\n" +
-		stage("modules-final", c.finalStart, c.finalEnd, c.errors) + ",\n" +
+		stage("modules-final", c.FinalStart, c.FinalEnd, c.Errors) + ",\n" +
 		stage("modules-init", b.Add(22*time.Second), b.Add(25*time.Second), nil) + ",\n" +
 		"  \"stage\": " + running + "\n }\n}\n"
-	t := tree{
+	t := Tree{
 		"var/lib/cloud/data/status.json": status,
 		"run/cloud-init/status.json":     "->../../var/lib/cloud/data/status.json",
 		"run/cloud-init/enabled":         "",
 		"var/lib/cloud/instance":         "->/var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93",
-		"var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/sem/config_scripts_user": fmt.Sprintf("%d: %d\n", 1342, c.finalStart.Add(2*time.Second).Unix()),
+		"var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/sem/config_scripts_user": fmt.Sprintf("%d: %d\n", 1342, c.FinalStart.Add(2*time.Second).Unix()),
 		"var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/scripts/runcmd":          runcmdScript,
 	}
-	if !c.finalEnd.IsZero() {
-		q := make([]string, len(c.errors))
-		for i, e := range c.errors {
+	if !c.FinalEnd.IsZero() {
+		q := make([]string, len(c.Errors))
+		for i, e := range c.Errors {
 			q[i] = fmt.Sprintf("%q", e)
 		}
 		t["var/lib/cloud/data/result.json"] = "{\n \"v1\": {\n  \"datasource\": \"DataSourceAzure [seed=/dev/sr0]\",\n  \"errors\": [" + strings.Join(q, ", ") + "]\n }\n}\n"
 		t["run/cloud-init/result.json"] = "->../../var/lib/cloud/data/result.json"
-		t["var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/boot-finished"] = fmt.Sprintf("%.2f - %s - v. 24.4.1-0ubuntu0~24.04.1\n", c.finalEnd.Sub(b).Seconds(), c.finalEnd.Format("Mon, 02 Jan 2006 15:04:05 -0700"))
+		t["var/lib/cloud/instances/7d3c6a2e-5b1f-4c8e-9a4d-2f6b8e1c0a93/boot-finished"] = fmt.Sprintf("%.2f - %s - v. 24.4.1-0ubuntu0~24.04.1\n", c.FinalEnd.Sub(b).Seconds(), c.FinalEnd.Format("Mon, 02 Jan 2006 15:04:05 -0700"))
 	}
-	if c.sentinel {
+	if c.Sentinel {
 		t["run/cluster-api/bootstrap-success.complete"] = "success\n"
 	} else {
 		t["run/cluster-api/"] = ""
@@ -568,8 +576,8 @@ func ciFooter(version string, at time.Time, up float64) string {
 
 // outputLog renders cloud-init-output.log: the banners of the first stages,
 // then the final stage's output, then (if finished) the footer.
-func outputLog(c ciRun, version string, final string) string {
-	b := c.boot
+func OutputLog(c CIRun, version string, final string) string {
+	b := c.Boot
 	var s strings.Builder
 	s.WriteString(ciHeader(version, "init-local", b.Add(8*time.Second), 8.05) + "\n")
 	s.WriteString(ciHeader(version, "init", b.Add(16*time.Second), 15.97) + "\n")
@@ -581,10 +589,52 @@ ci-info: |  eth0  | True |          10.1.0.4            | 255.255.0.0   | global
 ci-info: +--------+------+------------------------------+---------------+--------+-------------------+
 `)
 	s.WriteString(ciHeader(version, "modules:config", b.Add(26*time.Second), 26.12) + "\n")
-	s.WriteString(ciHeader(version, "modules:final", c.finalStart, c.finalStart.Sub(b).Seconds()) + "\n")
+	s.WriteString(ciHeader(version, "modules:final", c.FinalStart, c.FinalStart.Sub(b).Seconds()) + "\n")
 	s.WriteString(strings.TrimLeft(final, "\n"))
-	if !c.finalEnd.IsZero() {
-		s.WriteString(ciFooter(version, c.finalEnd, c.finalEnd.Sub(b).Seconds()) + "\n")
+	if !c.FinalEnd.IsZero() {
+		s.WriteString(ciFooter(version, c.FinalEnd, c.FinalEnd.Sub(b).Seconds()) + "\n")
 	}
 	return s.String()
+}
+
+// WriteTree writes t under root: directories for names ending in "/" (with
+// a .keep file, since git keeps no empty directory), symlinks for "->target",
+// mode 0755 for scripts ("#!"), 0644 for the rest.
+func WriteTree(root string, t Tree) error {
+	names := make([]string, 0, len(t))
+	for n := range t {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		content := t[name]
+		p := filepath.Join(root, name)
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+			// git keeps no empty directory.
+			if err := os.WriteFile(filepath.Join(p, ".keep"), nil, 0o644); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if target, ok := strings.CutPrefix(content, "->"); ok {
+			if err := os.Symlink(target, p); err != nil {
+				return err
+			}
+			continue
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(content, "#!") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
