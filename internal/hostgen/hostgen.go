@@ -53,7 +53,9 @@ type Node struct {
 	Boot time.Time
 }
 
-func (n Node) Deb() bool { return strings.HasPrefix(n.OS, "ubuntu") }
+func (n Node) Deb() bool {
+	return strings.HasPrefix(n.OS, "ubuntu") || strings.HasPrefix(n.OS, "debian")
+}
 
 // files returns the node's base tree: OS identity, kubelet unit wiring,
 // binaries, kubeadm bootstrap files, PKI and CNI as a CAPZ node has them.
@@ -73,9 +75,49 @@ func (n Node) Files() Tree {
 	return t
 }
 
+// MachineID is the node's /etc/machine-id (derived from its host name).
+func (n Node) MachineID() string {
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(n.Hostname)))[:32]
+}
+
+// OSFiles are the files that identify the machine: host name, machine ID,
+// os-release, the kernel's release.
+func (n Node) OSFiles() Tree { return n.osFiles() }
+
 func (n Node) osFiles() Tree {
-	t := Tree{"etc/hostname": n.Hostname + "\n", "etc/machine-id": fmt.Sprintf("%x", sha256.Sum256([]byte(n.Hostname)))[:32] + "\n"}
+	t := Tree{"etc/hostname": n.Hostname + "\n", "etc/machine-id": n.MachineID() + "\n"}
 	switch n.OS {
+	case "ubuntu-20.04":
+		t["usr/lib/os-release"] = `NAME="Ubuntu"
+VERSION="20.04.6 LTS (Focal Fossa)"
+ID=ubuntu
+ID_LIKE=debian
+PRETTY_NAME="Ubuntu 20.04.6 LTS"
+VERSION_ID="20.04"
+VERSION_CODENAME=focal
+`
+		t["etc/os-release"] = "->../usr/lib/os-release"
+		t["proc/sys/kernel/osrelease"] = "5.4.0-182-generic\n"
+	case "debian-12":
+		t["usr/lib/os-release"] = `PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"
+NAME="Debian GNU/Linux"
+VERSION_ID="12"
+VERSION="12 (bookworm)"
+VERSION_CODENAME=bookworm
+ID=debian
+`
+		t["etc/os-release"] = "->../usr/lib/os-release"
+		t["proc/sys/kernel/osrelease"] = "6.1.0-21-amd64\n"
+	case "flatcar":
+		t["usr/lib/os-release"] = `NAME="Flatcar Container Linux by Kinvolk"
+ID=flatcar
+ID_LIKE=coreos
+VERSION=3815.2.2
+VERSION_ID=3815.2.2
+PRETTY_NAME="Flatcar Container Linux by Kinvolk 3815.2.2 (Oklo)"
+`
+		t["etc/os-release"] = "->../usr/lib/os-release"
+		t["proc/sys/kernel/osrelease"] = "6.1.85-flatcar\n"
 	case "ubuntu-24.04":
 		t["usr/lib/os-release"] = `PRETTY_NAME="Ubuntu 24.04.1 LTS"
 NAME="Ubuntu"
@@ -168,26 +210,38 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 	}
 }
 
+// An Answer is what one of the node's binaries prints when asked its
+// version the way the agent asks it.
+type Answer struct {
+	Path string   // host path, without the leading slash
+	Args []string // the arguments of the question
+	Out  string   // the output, without its last newline
+}
+
+// Answers are the version answers of the binaries the node carries.
+func (n Node) Answers() []Answer {
+	var out []Answer
+	add := func(v, path, args, text string) {
+		if v != "" {
+			out = append(out, Answer{Path: path, Args: strings.Fields(args), Out: text})
+		}
+	}
+	add(n.Kubelet, "usr/bin/kubelet", "--version", "Kubernetes "+n.Kubelet)
+	add(n.Kubeadm, "usr/bin/kubeadm", "version -o short", n.Kubeadm)
+	if n.Kubectl != "" { // kubectlJSON needs a version
+		add(n.Kubectl, "usr/bin/kubectl", "version --client -o json", kubectlJSON(n.Kubectl))
+	}
+	add(n.Containerd, "usr/bin/containerd", "--version", "containerd github.com/containerd/containerd "+n.Containerd+" 88bf19b2105c8b17560993bee28a01ddc2f97182")
+	add(n.Crictl, "usr/local/bin/crictl", "--version", "crictl version "+n.Crictl)
+	add(n.Runc, "usr/bin/runc", "--version", "runc version "+strings.TrimPrefix(n.Runc, "v")+"\ncommit: "+n.Runc+"-0-g6c52b3fc\nspec: 1.2.0\ngo: go1.22.10\nlibseccomp: 2.5.5")
+	return out
+}
+
 // binaries are shell scripts that answer like the real binaries.
 func (n Node) binaries() Tree {
 	t := Tree{}
-	if n.Kubelet != "" {
-		t["usr/bin/kubelet"] = Script("--version", "Kubernetes "+n.Kubelet)
-	}
-	if n.Kubeadm != "" {
-		t["usr/bin/kubeadm"] = Script("version -o short", n.Kubeadm)
-	}
-	if n.Kubectl != "" {
-		t["usr/bin/kubectl"] = Script("version --client -o json", kubectlJSON(n.Kubectl))
-	}
-	if n.Containerd != "" {
-		t["usr/bin/containerd"] = Script("--version", "containerd github.com/containerd/containerd "+n.Containerd+" 88bf19b2105c8b17560993bee28a01ddc2f97182")
-	}
-	if n.Crictl != "" {
-		t["usr/local/bin/crictl"] = Script("--version", "crictl version "+n.Crictl)
-	}
-	if n.Runc != "" {
-		t["usr/bin/runc"] = Script("--version", "runc version "+strings.TrimPrefix(n.Runc, "v")+"\ncommit: "+n.Runc+"-0-g6c52b3fc\nspec: 1.2.0\ngo: go1.22.10\nlibseccomp: 2.5.5")
+	for _, a := range n.Answers() {
+		t[a.Path] = Script(strings.Join(a.Args, " "), a.Out)
 	}
 	return t
 }
