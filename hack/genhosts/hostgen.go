@@ -19,4 +19,5 @@ var (
 	key               = hostgen.Key
 	script            = hostgen.Script
 	outputLog         = hostgen.OutputLog
+	staticPod         = hostgen.StaticPod
 )

@@ -168,32 +168,6 @@ To see the stack trace of this error execute with --v=5 or higher
 	return scenario{name: "azl3-stale-sysconfig-flag", tree: t}
 }
 
-func staticPod(name, image string) string {
-	return `apiVersion: v1
-kind: Pod
-metadata:
-  creationTimestamp: null
-  labels:
-    component: ` + name + `
-    tier: control-plane
-  name: ` + name + `
-  namespace: kube-system
-spec:
-  containers:
-  - command:
-    - ` + name + `
-    image: ` + image + `
-    imagePullPolicy: IfNotPresent
-    name: ` + name + `
-    resources:
-      requests:
-        cpu: 250m
-  hostNetwork: true
-  priorityClassName: system-node-critical
-status: {}
-`
-}
-
 // containerRuntimeFlag: a custom Ubuntu 22.04 image bakes
 // KUBELET_EXTRA_ARGS=--container-runtime=remote into /etc/default/kubelet;
 // kubelet v1.27 removed that flag and exits at once, every 10 seconds; the

@@ -692,3 +692,30 @@ func WriteTree(root string, t Tree) error {
 	}
 	return nil
 }
+
+// StaticPod is a kubeadm control plane's static pod manifest.
+func StaticPod(name, image string) string {
+	return `apiVersion: v1
+kind: Pod
+metadata:
+  creationTimestamp: null
+  labels:
+    component: ` + name + `
+    tier: control-plane
+  name: ` + name + `
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - ` + name + `
+    image: ` + image + `
+    imagePullPolicy: IfNotPresent
+    name: ` + name + `
+    resources:
+      requests:
+        cpu: 250m
+  hostNetwork: true
+  priorityClassName: system-node-critical
+status: {}
+`
+}
