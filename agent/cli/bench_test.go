@@ -12,7 +12,7 @@ func BenchmarkCheckExampleHost(b *testing.B) {
 	o := checkOptions{root: filepath.Join(scenarioDir, "azl3-stale-sysconfig-flag", "root"), output: "json", exec: "local", timeout: timeoutForTests}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := check(context.Background(), o); err != nil {
+		if _, err := checkOnce(context.Background(), o); err != nil {
 			b.Fatal(err)
 		}
 	}

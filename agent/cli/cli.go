@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/probe"
 	"github.com/nodediag/nodediag/agent/probes"
@@ -111,7 +112,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "nodediag-agent check: unexpected arguments %q\n", fs.Args())
 		return ExitUsage
 	}
-	r, err := check(ctx, o)
+	r, err := checkOnce(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "nodediag-agent check: %v\n", err)
 		return ExitUsage
@@ -147,8 +148,8 @@ func checkFlags(fs *flag.FlagSet, o *checkOptions) {
 	fs.Var(&o.skip, "skip", "skip these probes (repeatable, comma-separated)")
 }
 
-// check runs the pipeline and returns the redacted report.
-func check(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
+// checkOnce runs the pipeline and returns the redacted report.
+func checkOnce(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) {
 	switch o.output {
 	case "text", "json", "compact":
 	default:
@@ -214,23 +215,14 @@ func (c *checker) runHost(ctx context.Context) (*nodediagv1.Report, *host.Host, 
 	if o.offline {
 		h.Net = host.NoNetwork{}
 	}
-	if !rctx.Now.IsZero() {
-		// --now is the host's clock too: probes date yearless log lines
-		// (syslog, klog) against it.
-		h.Now = func() time.Time { return rctx.Now }
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	ev := probe.RunAll(ctx, h, c.probes)
-	// The root as the operator named it: reports are compared across
-	// machines, and the process's absolute path says nothing about the node.
-	ev.Host.Root = o.root
-	res := c.engine.Analyze(ev, rctx)
 	name := o.nodeName
 	if name == "" {
 		name = os.Getenv("NODE_NAME")
 	}
-	return report.Build(ev, res, name), h, nil
+	r, err := check.Host(ctx, h, check.Options{
+		Probes: c.probes, Engine: c.engine, Context: rctx, Timeout: o.timeout, NodeName: name, Root: o.root,
+	})
+	return r, h, err
 }
 
 func newEngine(dir string) (*rules.Engine, error) {

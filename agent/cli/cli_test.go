@@ -71,7 +71,7 @@ func TestPlantedSecretsNeverLeave(t *testing.T) {
 		outputs[o] = out + stderr
 	}
 	// The full evidence, as a bundle or a stream would carry it.
-	r, err := check(context.Background(), checkOptions{root: root, output: "json", exec: "local", timeout: timeoutForTests})
+	r, err := checkOnce(context.Background(), checkOptions{root: root, output: "json", exec: "local", timeout: timeoutForTests})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestGarbageBytesNeverBreakTheOutputs(t *testing.T) {
 		}
 	}
 
-	r, err := check(context.Background(), checkOptions{root: root, output: "json", exec: "local", timeout: timeoutForTests})
+	r, err := checkOnce(context.Background(), checkOptions{root: root, output: "json", exec: "local", timeout: timeoutForTests})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/journal"
-	"github.com/nodediag/nodediag/agent/probe"
 	"github.com/nodediag/nodediag/agent/probes"
-	"github.com/nodediag/nodediag/agent/report"
 	"github.com/nodediag/nodediag/agent/rules"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -135,13 +134,15 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 	clock, hostname := m.clock(h, texts)
 	h.Now = func() time.Time { return clock }
 
-	ev := probe.RunAll(ctx, h, probes.JournalText(texts...))
-	ev.Host.Root = m.Dir
 	name := hostname
 	if name == "" {
 		name = m.Name
 	}
-	r := report.Build(ev, e.Analyze(ev, rules.Context{}), name)
+	r, err := check.Host(ctx, h, check.Options{Probes: probes.JournalText(texts...), Engine: e, NodeName: name, Root: m.Dir})
+	if err != nil {
+		return nil, err
+	}
+	ev := r.GetEvidence()
 	if hostname != "" {
 		r.Host.Hostname = hostname
 	}

@@ -154,7 +154,12 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 			continue
 		}
 		a.Kind, a.Problems = l.Kind, l.Problems
-		judged(a, reports.Rejudge(e, l.Report))
+		r, err := reports.Rejudge(e, l.Report)
+		if err != nil {
+			a.Error = err.Error()
+			continue
+		}
+		judged(a, r)
 	}
 	var buf bytes.Buffer
 	switch o.output {

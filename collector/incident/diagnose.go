@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/nodediag/nodediag/agent/report"
+	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/capi"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
@@ -172,15 +170,12 @@ func (d *diag) machineState(mn MachineNode) *mstate {
 			s.rep, s.rejudged = c.rep, c.rj
 			return s.finish()
 		}
-		// The agent's own window, so that only the expectation changes.
-		ctx = ctx.InWindowOf(s.rep.GetWindow())
-		// report.Build assembles and redacts the report as the agent does.
-		// It is given the evidence's outline (host, probe statuses, OS):
-		// the full evidence was redacted when the agent built its report,
-		// and redacting it again for every node would cost more than the
-		// rules themselves.
-		re := report.Build(outline(ev), d.o.Engine.Analyze(ev, ctx), mn.Node.NodeName())
-		re.Evidence = ev
+		// The agent's own window, so that only the expectation changes; the
+		// stored evidence was redacted by its agent.
+		re, err := check.Rejudge(s.rep, check.Options{Engine: d.o.Engine, Context: ctx, NodeName: mn.Node.NodeName()}, false)
+		if err != nil {
+			return s.finish()
+		}
 		if rj, changed := compareVerdicts(s.rep, re); changed {
 			rj.Node, rj.Machine, rj.ExpectVersion, rj.Role = mn.Node.NodeName(), s.m.Name, s.m.Version, ctx.Role
 			s.rejudged = &rj
@@ -212,24 +207,6 @@ func (s *mstate) finish() *mstate {
 		}
 	}
 	return s
-}
-
-// outline is what report.Build reads of the evidence besides the rules'
-// result: the host, each probe's status, the OS facts. A new message: the
-// stored evidence is never changed.
-func outline(ev *nodediagv1.Evidence) *nodediagv1.Evidence {
-	o := &nodediagv1.Evidence{CollectedAt: ev.GetCollectedAt(), Snapshot: ev.GetSnapshot()}
-	if h := ev.GetHost(); h != nil {
-		o.Host = proto.Clone(h).(*nodediagv1.HostInfo)
-	}
-	for _, pe := range ev.GetProbes() {
-		p := &nodediagv1.ProbeEvidence{Name: pe.GetName(), Status: pe.GetStatus(), Error: pe.GetError(), DurationMs: pe.GetDurationMs()}
-		if os := pe.GetOs(); os != nil {
-			p.Data = &nodediagv1.ProbeEvidence_Os{Os: proto.Clone(os).(*nodediagv1.OSInfo)}
-		}
-		o.Probes = append(o.Probes, p)
-	}
-	return o
 }
 
 func compareVerdicts(before, after *nodediagv1.Report) (Rejudgement, bool) {

@@ -22,10 +22,8 @@ import (
 
 	"github.com/nodediag/nodediag/agent/bundle"
 
+	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/host"
-	"github.com/nodediag/nodediag/agent/probe"
-	"github.com/nodediag/nodediag/agent/probes"
-	"github.com/nodediag/nodediag/agent/report"
 	"github.com/nodediag/nodediag/agent/rules"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -122,19 +120,9 @@ func Read(ctx context.Context, path string, o Options) (*Loaded, error) {
 // agent's own engine), in the report's own window: a bundle or a report
 // from an older agent gets today's verdict. A report without evidence is
 // returned as it is.
-func Rejudge(e *rules.Engine, r *nodediagv1.Report) *nodediagv1.Report {
-	ev := r.GetEvidence()
-	if ev == nil {
-		return r
-	}
-	c := rules.Context{}.InWindowOf(r.GetWindow())
-	out := report.Build(ev, e.Analyze(ev, c), r.GetHost().GetNodeName())
-	// The agent that collected it, not this process, made the evidence.
-	out.Agent = r.GetAgent()
-	if r.GetHost().GetRoot() != "" {
-		out.Host.Root = r.GetHost().GetRoot()
-	}
-	return out
+func Rejudge(e *rules.Engine, r *nodediagv1.Report) (*nodediagv1.Report, error) {
+	// Evidence from a file is redacted again: its agent may be older.
+	return check.Rejudge(r, check.Options{Engine: e}, true)
 }
 
 // parse takes b as a NodeRecord when it has a "report" and "summary", else
@@ -173,13 +161,14 @@ func checkRoot(ctx context.Context, root string) (*nodediagv1.Report, error) {
 		return nil, err
 	}
 	h.Net = host.NoNetwork{}
-	e, err := rules.NewEngine()
+	r, err := check.Host(ctx, h, check.Options{Root: root})
 	if err != nil {
 		return nil, err
 	}
-	ev := probe.RunAll(ctx, h, probes.All())
-	ev.Host.Root = root
-	return report.Build(ev, e.Analyze(ev, rules.Context{}), nodeName(ev, root)), nil
+	if r.Host.GetNodeName() == "" {
+		r.Host.NodeName = nodeName(r.GetEvidence(), root)
+	}
+	return r, nil
 }
 
 // nodeName is the host's name as its files say, else the root's directory

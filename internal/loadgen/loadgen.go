@@ -23,11 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/host"
-	"github.com/nodediag/nodediag/agent/probe"
-	"github.com/nodediag/nodediag/agent/probes"
-	"github.com/nodediag/nodediag/agent/report"
-	"github.com/nodediag/nodediag/agent/rules"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -213,10 +210,5 @@ func ExampleReport(root string) (*nodediagv1.Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ev := probe.RunAll(ctx, h, probes.All())
-	e, err := rules.NewEngine()
-	if err != nil {
-		return nil, err
-	}
-	return report.Build(ev, e.Analyze(ev, rules.Context{}), "example"), nil
+	return check.Host(ctx, h, check.Options{NodeName: "example"})
 }
