@@ -131,7 +131,7 @@ func TestJournalLines(t *testing.T) {
 	}
 	want := []struct {
 		unit, src string
-		boot     int
+		boot      int
 	}{{"kubelet.service", "journal:kubelet.service", 0}, {"kubelet.service", "journal:kubelet.service", 0}, {"kubelet.service", "journal:kubelet.service", 0}, {"", "journal:kernel", 1}, {"sshd.service", "journal:sshd.service", 1}}
 	if len(ls) != len(want) {
 		t.Fatalf("%d lines, want %d", len(ls), len(want))
