@@ -56,6 +56,12 @@ func (c *Case) Tree() (hostgen.Tree, []JournalLine, error) {
 		if c.joined() && c.Node.CgroupDriver == "cgroupfs" {
 			t["var/lib/kubelet/config.yaml"] = hostgen.KubeletConfigYAML("cgroupfs", "")
 		}
+		// The kubelet package's environment file, empty as it ships.
+		if n.Deb() {
+			t["etc/default/kubelet"] = "KUBELET_EXTRA_ARGS=\n"
+		} else {
+			t["etc/sysconfig/kubelet"] = "KUBELET_EXTRA_ARGS=\n"
+		}
 		if n.Containerd != "" {
 			t["etc/containerd/config.toml"] = containerdConfig(c.Node.CgroupDriver != "cgroupfs")
 		}

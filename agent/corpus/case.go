@@ -229,7 +229,7 @@ func splitJournalBlock(s string) []string {
 }
 
 var (
-	nameShape = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)*$`)
+	nameShape = regexp.MustCompile(`^[a-z0-9]+(?:[-.][a-z0-9]+)*$`)
 	urlShape  = regexp.MustCompile(`^https?://[^\s/]+\.[^\s/]+/\S*$`)
 )
 

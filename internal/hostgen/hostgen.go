@@ -341,7 +341,11 @@ nodeRegistration:
 }
 
 func clusterName(n Node) string {
-	return strings.SplitN(n.Hostname, "-", 3)[0] + "-" + strings.SplitN(n.Hostname, "-", 3)[1]
+	parts := strings.SplitN(n.Hostname, "-", 3)
+	if len(parts) < 2 {
+		return n.Hostname
+	}
+	return parts[0] + "-" + parts[1]
 }
 
 // joinedFiles are what kubeadm init/join leave on a node that got that far.
