@@ -44,6 +44,13 @@ const (
 	CatSwapEnabled       = "node.swap-enabled"
 	CatTimeSkew          = "time.skew"
 	CatStaticPodCrash    = "static-pod.crashloop"
+	CatOOMKill           = "kernel.oom-kill"
+	CatFilesystemError   = "kernel.filesystem-error"
+	CatConntrackFull     = "kernel.conntrack-full"
+	CatHungTask          = "kernel.hung-task"
+	CatModuleMissing     = "kernel.module-missing"
+	CatLinkDown          = "network.link-down"
+	CatUnrecognised      = "node.unrecognised-error"
 )
 
 // Categories lists every category, for validation.
@@ -53,6 +60,8 @@ var Categories = []string{
 	CatVersionSkew, CatVersionMismatch, CatEndpointInvalid, CatRegUnreachable,
 	CatImagePullFailed, CatRuntimeNotRunning, CatCgroupMismatch, CatCNINotReady,
 	CatDiskPressure, CatSwapEnabled, CatTimeSkew, CatStaticPodCrash,
+	CatOOMKill, CatFilesystemError, CatConntrackFull, CatHungTask, CatModuleMissing, CatLinkDown,
+	CatUnrecognised,
 }
 
 // A Problem is an entry of the catalog: what a finding means. Its ID never

@@ -50,7 +50,17 @@ type Report struct {
 	// re-analyse it.
 	Evidence *Evidence `protobuf:"bytes,7,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// The CheckRequest this report answers, if any.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// What the check can say of the root as a whole, when it is not a
+	// diagnosis of a node: "not-a-kubernetes-node" (nothing of a kubelet,
+	// kubeadm or container runtime under the root), "incomplete" (probes did
+	// not finish: no conclusion drawn from what they did not read),
+	// "no-evidence" (nothing readable), "permission-denied" (the agent may
+	// not read the node's files: run it as root). Empty: the findings are
+	// the diagnosis.
+	Verdict string `protobuf:"bytes,9,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// The sentence that says why the verdict is what it is.
+	VerdictReason string `protobuf:"bytes,10,opt,name=verdict_reason,json=verdictReason,proto3" json:"verdict_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +147,20 @@ func (x *Report) GetEvidence() *Evidence {
 func (x *Report) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Report) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *Report) GetVerdictReason() string {
+	if x != nil {
+		return x.VerdictReason
 	}
 	return ""
 }
@@ -6468,7 +6492,7 @@ var File_nodediag_v1_nodediag_proto protoreflect.FileDescriptor
 
 const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\n" +
-	"\x1anodediag/v1/nodediag.proto\x12\vnodediag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd8\x02\n" +
+	"\x1anodediag/v1/nodediag.proto\x12\vnodediag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x03\n" +
 	"\x06Report\x12,\n" +
 	"\x05agent\x18\x01 \x01(\v2\x16.nodediag.v1.AgentInfoR\x05agent\x12)\n" +
 	"\x04host\x18\x02 \x01(\v2\x15.nodediag.v1.HostInfoR\x04host\x12+\n" +
@@ -6478,7 +6502,10 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x04gaps\x18\x06 \x03(\tR\x04gaps\x121\n" +
 	"\bevidence\x18\a \x01(\v2\x15.nodediag.v1.EvidenceR\bevidence\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"A\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x18\n" +
+	"\averdict\x18\t \x01(\tR\averdict\x12%\n" +
+	"\x0everdict_reason\x18\n" +
+	" \x01(\tR\rverdictReason\"A\n" +
 	"\tAgentInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\"\xd7\x01\n" +
