@@ -213,6 +213,10 @@ func (c *Case) hostgenNode() hostgen.Node {
 	if n.Boot.IsZero() {
 		n.Boot = c.Node.Now.Add(-time.Hour)
 	}
+	// The cluster's CA was made before the node booted: a day before, on
+	// the case's own clock (the example CA of 2024 would be "not yet
+	// valid" on a node of 2019).
+	n.CA = hostgen.NewCA("corpus CA "+c.Name, n.Boot.Add(-24*time.Hour))
 	return n
 }
 

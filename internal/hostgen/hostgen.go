@@ -51,6 +51,15 @@ type Node struct {
 	Joined bool
 	// boot is when the VM booted (cloud-init stages follow).
 	Boot time.Time
+	// CA is the cluster's CA; nil is the example hosts' (made on CAStart).
+	CA *CA
+}
+
+func (n Node) ca() *CA {
+	if n.CA != nil {
+		return n.CA
+	}
+	return exampleCA
 }
 
 func (n Node) Deb() bool {
@@ -356,7 +365,7 @@ func (n Node) joinedFiles() Tree {
 		"etc/kubernetes/kubelet.conf": `apiVersion: v1
 clusters:
 - cluster:
-    certificate-authority-data: ` + base64.StdEncoding.EncodeToString(CAPEM) + `
+    certificate-authority-data: ` + base64.StdEncoding.EncodeToString(n.ca().PEM) + `
     server: https://` + n.Endpoint + `
   name: default-cluster
 contexts:
@@ -374,14 +383,14 @@ users:
     client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem
     client-key: /var/lib/kubelet/pki/kubelet-client-current.pem
 `,
-		"etc/kubernetes/pki/ca.crt": string(CAPEM),
+		"etc/kubernetes/pki/ca.crt": string(n.ca().PEM),
 	}
 	// The kubelet gets its client certificate during the join (TLS bootstrap).
 	stamp := n.Boot.Add(45 * time.Second)
 	name := "kubelet-client-" + stamp.Format("2006-01-02-15-04-05") + ".pem"
-	t["var/lib/kubelet/pki/"+name] = string(ClientPEM("system:node:"+n.Hostname, stamp, stamp.AddDate(1, 0, 0)))
+	t["var/lib/kubelet/pki/"+name] = string(n.ca().ClientPEM("system:node:"+n.Hostname, stamp, stamp.AddDate(1, 0, 0)))
 	t["var/lib/kubelet/pki/kubelet-client-current.pem"] = "->/var/lib/kubelet/pki/" + name
-	t["var/lib/kubelet/pki/kubelet.crt"] = string(CertPEM(n.Hostname+"@"+fmt.Sprint(stamp.Unix()), stamp, stamp.AddDate(1, 0, 0), true, 11))
+	t["var/lib/kubelet/pki/kubelet.crt"] = string(n.ca().CertPEM(n.Hostname+"@"+fmt.Sprint(stamp.Unix()), stamp, stamp.AddDate(1, 0, 0), true, 11))
 	t["etc/cni/net.d/10-calico.conflist"] = calicoConflist
 	for _, p := range []string{"bandwidth", "calico", "calico-ipam", "flannel", "host-local", "loopback", "portmap", "tuning"} {
 		t["opt/cni/bin/"+p] = "#!/bin/sh\n# CNI plugin stand-in: never run by the agent.\nexit 1\n"
@@ -474,19 +483,35 @@ func Key(seed string) ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(s[:])
 }
 
-var (
-	caKey   = Key("nodediag example cluster CA")
-	CAStart = time.Date(2024, 4, 30, 23, 50, 0, 0, time.UTC)
-	caCert  = mustCert(&x509.Certificate{
+// A CA is a cluster's certificate authority.
+type CA struct {
+	cert *x509.Certificate
+	key  ed25519.PrivateKey
+	// PEM is ca.crt.
+	PEM []byte
+}
+
+// NewCA returns a deterministic CA valid for ten years from start.
+func NewCA(seed string, start time.Time) *CA {
+	k := Key(seed)
+	c := mustCert(&x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "kubernetes"},
-		NotBefore:             CAStart,
-		NotAfter:              CAStart.AddDate(10, 0, 0),
+		NotBefore:             start,
+		NotAfter:              start.AddDate(10, 0, 0),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-	}, nil, caKey)
-	CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
+	}, nil, k)
+	return &CA{cert: c, key: k, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})}
+}
+
+var (
+	// CAStart is when the example hosts' cluster CA was made.
+	CAStart   = time.Date(2024, 4, 30, 23, 50, 0, 0, time.UTC)
+	exampleCA = NewCA("nodediag example cluster CA", CAStart)
+	// CAPEM is the example hosts' ca.crt.
+	CAPEM = exampleCA.PEM
 )
 
 func mustCert(tmpl, parent *x509.Certificate, signer ed25519.PrivateKey) *x509.Certificate {
@@ -506,6 +531,11 @@ func mustCert(tmpl, parent *x509.Certificate, signer ed25519.PrivateKey) *x509.C
 
 // certPEM is a certificate signed by the example CA (or self-signed).
 func CertPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial int64) []byte {
+	return exampleCA.CertPEM(cn, notBefore, notAfter, selfSigned, serial)
+}
+
+// CertPEM is a certificate signed by ca (or self-signed).
+func (ca *CA) CertPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial int64) []byte {
 	k := Key(cn)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
@@ -515,7 +545,7 @@ func CertPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial i
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	parent, signer := caCert, caKey
+	parent, signer := ca.cert, ca.key
 	if selfSigned {
 		parent, signer = tmpl, k
 	}
@@ -529,6 +559,11 @@ func CertPEM(cn string, notBefore, notAfter time.Time, selfSigned bool, serial i
 // clientPEM is a kubelet client certificate file: the certificate and its
 // private key, as the kubelet's certificate manager writes them.
 func ClientPEM(cn string, notBefore, notAfter time.Time) []byte {
+	return exampleCA.ClientPEM(cn, notBefore, notAfter)
+}
+
+// ClientPEM is a kubelet client certificate file signed by ca.
+func (ca *CA) ClientPEM(cn string, notBefore, notAfter time.Time) []byte {
 	k := Key(cn)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(notBefore.Unix()),
@@ -538,7 +573,7 @@ func ClientPEM(cn string, notBefore, notAfter time.Time) []byte {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	der, err := x509.CreateCertificate(nil, tmpl, caCert, k.Public(), caKey)
+	der, err := x509.CreateCertificate(nil, tmpl, ca.cert, k.Public(), ca.key)
 	if err != nil {
 		panic(err)
 	}
