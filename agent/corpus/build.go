@@ -53,11 +53,25 @@ func (c *Case) Tree() (hostgen.Tree, []JournalLine, error) {
 				}
 			}
 		}
+		if c.joined() {
+			for _, at := range c.Node.ClientCertsRotated {
+				name := "kubelet-client-" + at.UTC().Format("2006-01-02-15-04-05") + ".pem"
+				t["var/lib/kubelet/pki/"+name] = string(n.CA.ClientPEM("system:node:"+n.Hostname, at, at.AddDate(1, 0, 0)))
+				t["var/lib/kubelet/pki/kubelet-client-current.pem"] = "->/var/lib/kubelet/pki/" + name
+			}
+		}
 		if c.joined() && c.Node.CgroupDriver == "cgroupfs" {
 			t["var/lib/kubelet/config.yaml"] = hostgen.KubeletConfigYAML("cgroupfs", "")
 		}
-		// The kubelet package's environment file, empty as it ships.
+		for _, a := range n.Answers() {
+			name := a.Path[strings.LastIndexByte(a.Path, '/')+1:]
+			if p, ok := c.Node.Paths[name]; ok {
+				t[strings.TrimPrefix(p, "/")] = t[a.Path]
+				delete(t, a.Path)
+			}
+		}
 		if n.Deb() {
+			// The kubelet package's environment file, empty as it ships.
 			t["etc/default/kubelet"] = "KUBELET_EXTRA_ARGS=\n"
 		} else {
 			t["etc/sysconfig/kubelet"] = "KUBELET_EXTRA_ARGS=\n"
@@ -167,9 +181,13 @@ func (c *Case) Build(dir string) (*Built, error) {
 	}
 	// The copy's file times are the copy's own, as with a git checkout:
 	// what the agent knows of the time is --now.
+	// Every stand-in binary of the tree (the node's, and any the case
+	// writes) answers its question; nothing is run.
 	rec := host.Recorded{}
-	for _, a := range n.Answers() {
-		rec[host.RecordedKey("/"+a.Path, a.Args...)] = host.Output{Stdout: []byte(a.Out + "\n")}
+	for p, content := range t {
+		if args, out, ok := hostgen.ParseScript(content); ok {
+			rec[host.RecordedKey("/"+p, args...)] = host.Output{Stdout: []byte(out + "\n")}
+		}
 	}
 	b := &Built{Root: root, Runner: rec, Now: c.Node.Now, ExpectVersion: c.Node.ExpectVersion}
 	return b, nil

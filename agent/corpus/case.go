@@ -68,9 +68,18 @@ type Node struct {
 	// Joined.
 	CNI                 *bool             `yaml:"cni,omitempty"`
 	Versions            map[string]string `yaml:"versions,omitempty"`
+	// Paths are where binaries are installed when not at the packages'
+	// place (kubelet: /usr/local/bin/kubelet): the version answer moves
+	// with the binary.
+	Paths map[string]string `yaml:"paths,omitempty"`
 	ControlPlaneVersion string            `yaml:"control_plane_version,omitempty"`
 	CgroupDriver        string            `yaml:"cgroup_driver,omitempty"`
 	ExpectVersion       string            `yaml:"expect_version,omitempty"`
+	// ClientCertsRotated are the times the kubelet rotated its client
+	// certificate: each writes kubelet-client-<time>.pem valid for a year,
+	// kubelet-client-current.pem points to the last, and the older files
+	// stay, as the kubelet leaves them.
+	ClientCertsRotated []time.Time `yaml:"client_certs_rotated,omitempty"`
 	// Endpoint is the control plane endpoint (host:port).
 	Endpoint string    `yaml:"endpoint,omitempty"`
 	Boot     time.Time `yaml:"boot"`
@@ -301,6 +310,14 @@ func (c *Case) Validate(categories []string) error {
 	for k := range n.Versions {
 		if _, ok := binaries[k]; !ok {
 			bad("node.versions.%s: want one of %s", k, strings.Join(sortedKeys(binaries), ", "))
+		}
+	}
+	for k, p := range n.Paths {
+		if _, ok := n.Versions[k]; !ok {
+			bad("node.paths.%s: no version of %s", k, k)
+		}
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "..") {
+			bad("node.paths.%s: %q is not an absolute host path", k, p)
 		}
 	}
 	switch n.CgroupDriver {

@@ -255,11 +255,31 @@ func (n Node) binaries() Tree {
 	return t
 }
 
-// script answers args (space-joined) with out, and anything else with an
+// Script answers args (space-joined) with out, and anything else with an
 // error, as a real binary asked something unexpected would.
 func Script(args, out string) string {
-	return "#!/bin/sh\n# A stand-in for the real binary: it answers the version query the way the real one does.\n" +
-		"if [ \"$*\" = \"" + args + "\" ]; then\n  cat <<'EOF'\n" + out + "\nEOF\n  exit 0\nfi\necho \"unexpected arguments: $*\" >&2\nexit 1\n"
+	return scriptHead + args + "\" ]; then\n  cat <<'EOF'\n" + out + "\nEOF\n  exit 0\nfi\necho \"unexpected arguments: $*\" >&2\nexit 1\n"
+}
+
+const scriptHead = "#!/bin/sh\n# A stand-in for the real binary: it answers the version query the way the real one does.\n" +
+	"if [ \"$*\" = \""
+
+// ParseScript is Script's inverse: the question and the answer of a
+// stand-in written by Script, ok false for any other content.
+func ParseScript(content string) (args []string, out string, ok bool) {
+	rest, found := strings.CutPrefix(content, scriptHead)
+	if !found {
+		return nil, "", false
+	}
+	a, rest, found := strings.Cut(rest, "\" ]; then\n  cat <<'EOF'\n")
+	if !found {
+		return nil, "", false
+	}
+	o, tail, found := strings.Cut(rest, "\nEOF\n  exit 0\nfi\n")
+	if !found || !strings.HasPrefix(tail, "echo ") {
+		return nil, "", false
+	}
+	return strings.Fields(a), o, true
 }
 
 func kubectlJSON(v string) string {
