@@ -14,6 +14,7 @@ import (
 	"github.com/nodediag/nodediag/agent/corpus"
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/journal/journaltest"
+	"github.com/nodediag/nodediag/agent/report"
 	"github.com/nodediag/nodediag/agent/rules"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -307,4 +308,99 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestCorpusShow prints the agent's text report of the cases named in
+// $CORPUS_SHOW (comma-separated), for working on a rule: it asserts nothing
+// and is skipped without the variable.
+func TestCorpusShow(t *testing.T) {
+	names := os.Getenv("CORPUS_SHOW")
+	if names == "" {
+		t.Skip("set CORPUS_SHOW=case[,case...]")
+	}
+	for _, name := range strings.Split(names, ",") {
+		c, err := corpus.LoadFile(corpusDir + "/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Build(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := host.New(b.Root, b.Runner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Net = host.NoNetwork{}
+		r, err := Host(context.Background(), h, Options{Context: rules.Context{Now: b.Now, ExpectVersion: b.ExpectVersion}, Root: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := report.WriteText(&out, r); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: expect %s %q at %s\n%s", name, c.Expect.Category, c.Expect.Evidence, c.Expect.PointsTo, out.String())
+	}
+}
+
+// TestCorpusBrief prints, for the cases of $CORPUS_BRIEF ("fail" for every
+// case the golden file does not count as right), the expectation and the
+// first findings with the sources they quote: a page to read when working
+// on the rules. It asserts nothing and is skipped without the variable.
+func TestCorpusBrief(t *testing.T) {
+	sel := os.Getenv("CORPUS_BRIEF")
+	if sel == "" {
+		t.Skip("set CORPUS_BRIEF=fail or case[,case...]")
+	}
+	want := map[string]bool{}
+	if sel == "fail" {
+		b, _ := os.ReadFile(corpusGolden)
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Split(l, "\t")
+			if len(f) > 1 && f[1] != outcomeNamed && f[1] != outcomeQuiet && !strings.HasPrefix(l, "#") {
+				want[f[0]] = true
+			}
+		}
+	} else {
+		for _, n := range strings.Split(sel, ",") {
+			want[n] = true
+		}
+	}
+	cases, _ := corpus.Load(corpusDir)
+	var out strings.Builder
+	for _, c := range cases {
+		if !want[c.Name] {
+			continue
+		}
+		b, err := c.Build(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := host.New(b.Root, b.Runner)
+		h.Net = host.NoNetwork{}
+		r, err := Host(context.Background(), h, Options{Context: rules.Context{Now: b.Now, ExpectVersion: b.ExpectVersion}, Root: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "## %s\n   want %s %q @ %s\n", c.Name, c.Expect.Category, c.Expect.Evidence, c.Expect.PointsTo)
+		for i, f := range r.GetFindings() {
+			if i == 4 {
+				break
+			}
+			var srcs []string
+			for _, q := range f.GetEvidence() {
+				srcs = append(srcs, q.GetSource())
+			}
+			fmt.Fprintf(&out, "   %d %s %s %s: %s [%s]\n", i+1, f.GetSeverity(), f.GetId(), f.GetCategory(), clipTo(f.GetTitle(), 90), strings.Join(srcs, " "))
+		}
+	}
+	t.Log("\n" + out.String())
+}
+
+func clipTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }

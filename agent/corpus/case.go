@@ -66,12 +66,12 @@ type Node struct {
 	Joined *bool `yaml:"joined,omitempty"`
 	// CNI: calico's configuration and plugins are installed. Default:
 	// Joined.
-	CNI                 *bool             `yaml:"cni,omitempty"`
-	Versions            map[string]string `yaml:"versions,omitempty"`
+	CNI      *bool             `yaml:"cni,omitempty"`
+	Versions map[string]string `yaml:"versions,omitempty"`
 	// Paths are where binaries are installed when not at the packages'
 	// place (kubelet: /usr/local/bin/kubelet): the version answer moves
 	// with the binary.
-	Paths map[string]string `yaml:"paths,omitempty"`
+	Paths               map[string]string `yaml:"paths,omitempty"`
 	ControlPlaneVersion string            `yaml:"control_plane_version,omitempty"`
 	CgroupDriver        string            `yaml:"cgroup_driver,omitempty"`
 	ExpectVersion       string            `yaml:"expect_version,omitempty"`

@@ -28,12 +28,20 @@ var notableWords = []string{
 	// Downloads and packages (curl, wget, tar, gzip, apt, dnf, yum).
 	"curl: (", "does not look like", "not in gzip format", "no match",
 	"no package", "no installation candidate", "not signed", "no_pubkey",
-	// Kernel.
-	"out of memory", "oom-kill", "oom_kill",
+	// Kernel (node-problem-detector's kernel monitor watches the same).
+	"out of memory", "oom-kill", "oom_kill", "oom-killer", "killed process",
+	"read-only", "journal has aborted", "aborting journal", "corruption detected",
+	"shutting down filesystem", "i/o error", "blocked for more than", "hung_task",
+	"table full", "dropping packet", "link is down", "link down", "lost carrier",
+	"link status definitely down", "soft lockup", "unregister_netdevice",
+	"unable to handle kernel", "call trace",
 	// Facts the rules read when no binary can be asked: the version the
 	// kubelet states at start-up ("Kubelet version" kubeletVersion="v1.35.0")
 	// and the one kubeadm init uses ("[init] Using Kubernetes version").
-	"kubeletversion=", "using kubernetes version",
+	// Before 1.20 the kubelet said "Version: v1.15.4" after its klog header.
+	"kubeletversion=", "] version: v", "using kubernetes version",
+	// Cluster API's bootstrap script names its sentinel file.
+	"bootstrap-success.complete",
 }
 
 // Notable says whether a log line is worth keeping as evidence wherever it

@@ -32,11 +32,18 @@ var journalUnits = []struct{ unit, kind string }{
 	{"cloud-config.service", "cloud-init-output"},
 	{"cloud-init.service", "cloud-init-output"},
 	{"cloud-init-local.service", "cloud-init-output"},
+	// The network's managers, which say when a link is lost.
+	{"systemd-networkd.service", "network"},
+	{"NetworkManager.service", "network"},
 }
+
+// journalKernel is the source of the kernel's messages (_TRANSPORT=kernel:
+// OOM kills, filesystem errors, hung tasks, links), read like a unit's.
+const journalKernel = "journal:kernel"
 
 // journalFields are the fields the probe decodes: the rest of an entry is
 // never read.
-var journalFields = []string{"MESSAGE", "SYSLOG_IDENTIFIER", "_SYSTEMD_UNIT", "UNIT", "_PID"}
+var journalFields = []string{"MESSAGE", "SYSLOG_IDENTIFIER", "_SYSTEMD_UNIT", "UNIT", "_PID", "_TRANSPORT"}
 
 // journalProbe reads the systemd journal files of the host itself (no
 // journalctl, no libsystemd: the agent stays static and reads journals
@@ -156,6 +163,13 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 			data.Units = append(data.Units, state)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		probe.Unreadable(pe, journalKernel, fmt.Errorf("not read: %w", err))
+	} else if ex, err := journalKernelLines(ctx, src, data.BootId); err != nil {
+		probe.Unreadable(pe, journalKernel, err)
+	} else if ex != nil {
+		data.Sources = append(data.Sources, ex)
+	}
 	pe.Data = &nodediagv1.ProbeEvidence_Journal{Journal: data}
 	return pe, nil
 }
@@ -203,6 +217,37 @@ func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string
 	}
 	k.finish(ex)
 	return ex, st.state(), nil
+}
+
+// journalKernelLines reads the kernel's entries of a boot (_TRANSPORT=kernel),
+// kept by the same policy as a unit's lines; nil, nil when it has none.
+func journalKernelLines(ctx context.Context, j journalSource, bootID string) (*nodediagv1.LogExcerpt, error) {
+	q := journal.Query{Any: [][]journal.Term{{{Field: "_TRANSPORT", Value: "kernel"}}}, BootID: bootID, Fields: journalFields}
+	ex := &nodediagv1.LogExcerpt{Source: journalKernel, Kind: "kernel"}
+	k := newLineKeeper()
+	n := 0
+	err := j.Query(q, func(e *journal.Entry) bool {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return false
+		}
+		n++
+		msg := strings.TrimRight(e.Fields["MESSAGE"], "\n")
+		ex.TotalLines++
+		k.seeTime(e.Realtime)
+		k.add(logsCandidate{raw: msg, time: e.Realtime, program: "kernel", important: logline.Notable(msg)})
+		return true
+	})
+	if err != nil && n == 0 {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("not read to the end: %w", ctx.Err())
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	k.finish(ex)
+	return ex, nil
 }
 
 // Messages systemd (PID 1) writes about a unit (src/core/service.c, unit.c).

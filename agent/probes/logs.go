@@ -41,6 +41,10 @@ var logsFiles = []logsFile{
 	// trees.
 	{"/var/log/kubelet.log", "kubelet"},
 	{"/var/log/containerd.log", "containerd"},
+	// The kernel's messages: rsyslog's kern.log (Debian, Ubuntu), and the
+	// ring buffer some images save at boot.
+	{"/var/log/kern.log", "syslog"},
+	{"/var/log/dmesg", "kernel"},
 }
 
 // logsDir holds, besides logsFiles, the kubeadm output saved by bootstrap
@@ -342,35 +346,20 @@ func logsText(raw string, cut bool) string {
 
 // logsSyslogRelevant keeps, of a syslog, the lines of the node's components:
 // the kubelet, containerd, kubeadm and cloud-init (whose lines include the
-// bootstrap script's output), systemd about their units, and the kernel
-// about memory (OOM kills) and full filesystems.
+// bootstrap script's output), systemd about their units, the kernel and the
+// network's managers.
 func logsSyslogRelevant(p logline.Line) bool {
 	switch p.Program {
 	case "kubelet", "containerd", "kubeadm", "cloud-init":
 		return true
 	case "systemd":
 		return strings.Contains(p.Message, "kubelet.service") || strings.Contains(p.Message, "containerd.service")
-	case "kernel":
-		m := strings.ToLower(p.Message)
-		return strings.Contains(m, "out of memory") || strings.Contains(m, "no space left") || logsHasOOM(m)
+	case "kernel", "systemd-networkd", "NetworkManager":
+		// Kept when notable, as every line is: OOM kills, filesystem
+		// errors, hung tasks, lost links.
+		return true
 	}
 	return false
-}
-
-// logsHasOOM finds "oom" at the start of a word ("oom-kill", "oom_reaper",
-// "invoked oom-killer"), not inside one ("room").
-func logsHasOOM(m string) bool {
-	for i := 0; ; {
-		j := strings.Index(m[i:], "oom")
-		if j < 0 {
-			return false
-		}
-		j += i
-		if j == 0 || !(m[j-1] >= 'a' && m[j-1] <= 'z') {
-			return true
-		}
-		i = j + 3
-	}
 }
 
 // Where the host says what its local time is.

@@ -138,6 +138,9 @@ func TestLogsSyslogKeepsComponents(t *testing.T) {
 			{N: 4, Program: "systemd", Time: logsTS("2024-05-01T00:01:02Z"), Text: `May  1 00:01:02 node-1 systemd[1]: kubelet.service: Main process exited, code=exited, status=1/FAILURE`},
 			{N: 6, Program: "containerd", Time: logsTS("2024-05-01T00:01:04Z"), Text: `May  1 00:01:04 node-1 containerd[800]: time="2024-05-01T00:01:04.000000000Z" level=info msg="loading plugin"`},
 			{N: 8, Program: "kernel", Time: logsTS("2024-05-01T00:01:06Z"), Text: `May  1 00:01:06 node-1 kernel: [  123.456789] Out of memory: Killed process 4242 (kube-apiserver)`},
+			// Every kernel line counts (a link coming back up is the other
+			// half of a lost link); this one is kept as the tail's.
+			{N: 9, Program: "kernel", Time: logsTS("2024-05-01T00:01:07Z"), Text: `May  1 00:01:07 node-1 kernel: [  124.000000] eth0: Link is Up - 10Gbps/Full - flow control off`},
 			{N: 10, Program: "cloud-init", Time: logsTS("2024-05-01T00:01:08Z"), Text: `May  1 00:01:08 node-1 cloud-init[1047]: Cloud-init v. 24.1.3 finished at Wed, 01 May 2024 00:01:08 +0000. Datasource DataSourceAzure.  Up 39.10 seconds`},
 		},
 	}

@@ -313,14 +313,9 @@ func capiBootstrapQuote(in *Input, ci *nodediagv1.CloudInit) *nodediagv1.Quote {
 	if ci.GetClusterApiDirPresent() {
 		return QuoteText(bootstrapCAPIDir, "present")
 	}
-	for _, src := range in.Logs() {
-		if src.GetKind() != "cloud-init-output" {
-			continue
-		}
-		for _, l := range src.GetLines() {
-			if t := l.GetText(); strings.Contains(t, "/run/cluster-api") || strings.Contains(t, "bootstrap-success.complete") {
-				return QuoteLog(src, l)
-			}
+	for _, m := range in.m().byName["capi-sentinel-mention"] {
+		if m.Src.GetKind() == "cloud-init-output" {
+			return m.Quote()
 		}
 	}
 	return nil

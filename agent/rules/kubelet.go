@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -145,31 +144,23 @@ func kubeletFlagFindings(in *Input) []*nodediagv1.Finding {
 	return out
 }
 
-// kubeletVersionLine is what the kubelet logs at start-up
-// (cmd/kubelet/app/server.go: klog.InfoS("Kubelet version", "kubeletVersion", ...)).
-var kubeletVersionLine = regexp.MustCompile(`"Kubelet version" kubeletVersion="(v[0-9][^"]*)"`)
-
 // loggedKubeletVersion is the version the kubelet stated in the newest
-// start-up line of the logs: when no binary could be asked (a copy of a host
-// without its binaries, --exec none), the kubelet's own word.
+// start-up line of the logs (the kubelet-version fact): when no binary could
+// be asked (a copy of a host without its binaries, --exec none), the
+// kubelet's own word.
 func loggedKubeletVersion(in *Input) *versionEvidence {
 	var found *versionEvidence
 	var at time.Time
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			m := kubeletVersionLine.FindStringSubmatch(l.GetText())
-			if m == nil || !in.InWindow(l.GetTime()) {
-				continue
-			}
-			v := parseKubeVersion(m[1])
-			if v == nil {
-				continue
-			}
-			if t := l.GetTime(); found == nil || (t != nil && !t.AsTime().Before(at)) {
-				found = &versionEvidence{text: m[1], v: v, quote: QuoteLog(src, l)}
-				if t != nil {
-					at = t.AsTime()
-				}
+	for _, m := range in.Matched("kubelet-version") {
+		text := m.Group("version")
+		v := parseKubeVersion(text)
+		if v == nil {
+			continue
+		}
+		if t := m.Line.GetTime(); found == nil || (t != nil && !t.AsTime().Before(at)) {
+			found = &versionEvidence{text: text, v: v, quote: m.Quote()}
+			if t != nil {
+				at = t.AsTime()
 			}
 		}
 	}
@@ -177,14 +168,11 @@ func loggedKubeletVersion(in *Input) *versionEvidence {
 }
 
 // unknownFlagLine quotes the first log line where the kubelet refuses
-// --flag (pflag: "unknown flag: --flag"), or nil.
+// --flag (the KubeletUnknownFlag signature), or nil.
 func unknownFlagLine(in *Input, flag string) *nodediagv1.Quote {
-	needle := "unknown flag: --" + flag
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			if t := l.GetText(); strings.Contains(t, needle) && !strings.Contains(t, needle+"-") {
-				return QuoteLog(src, l)
-			}
+	for _, m := range in.m().byName[KubeletUnknownFlag.ID] {
+		if m.Group("flag") == "--"+flag {
+			return m.Quote()
 		}
 	}
 	return nil
@@ -273,10 +261,6 @@ func kubeletConfigMissing(in *Input) []*nodediagv1.Finding {
 	)}
 }
 
-// unknownFlagRe is pflag's refusal as the kubelet logs it
-// (cmd/kubelet/app/server.go: "failed to parse kubelet flag: %w").
-var unknownFlagRe = regexp.MustCompile(`failed to parse kubelet flag: unknown flag: --([\w.-]+)`)
-
 // kubeletUnknownFlagSource ties the kubelet's refusal of a flag, in its log,
 // to the line that puts the flag on its command line: the file to fix. It
 // stays silent for a flag that KubeletRemovedFlag judges (the flag's table
@@ -289,25 +273,23 @@ func kubeletUnknownFlagSource(in *Input) []*nodediagv1.Finding {
 	known := kubeletVersion(in) != nil
 	seen := map[string]bool{}
 	var out []*nodediagv1.Finding
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			m := unknownFlagRe.FindStringSubmatch(l.GetText())
-			if m == nil || seen[m[1]] || !in.InWindow(l.GetTime()) {
+	for _, m := range in.Matched(KubeletUnknownFlag.ID) {
+		name, long := strings.CutPrefix(m.Group("flag"), "--")
+		if !long || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if known && lookupKubeletFlag(name) != nil {
+			continue
+		}
+		for _, f := range kc.GetFlags() {
+			if !f.GetActive() || f.GetName() != name || f.GetSource() == nil {
 				continue
 			}
-			seen[m[1]] = true
-			if known && lookupKubeletFlag(m[1]) != nil {
-				continue
-			}
-			for _, f := range kc.GetFlags() {
-				if !f.GetActive() || f.GetName() != m[1] || f.GetSource() == nil {
-					continue
-				}
-				out = append(out, KubeletUnknownFlag.Finding(
-					Params{"flag": "--" + m[1], "where": " set in " + f.GetSource().GetPath()},
-					QuoteLine(f.GetSource()), QuoteLog(src, l)))
-				break
-			}
+			out = append(out, KubeletUnknownFlag.Finding(
+				Params{"flag": "--" + name, "where": " set in " + f.GetSource().GetPath()},
+				QuoteLine(f.GetSource()), m.Quote()))
+			break
 		}
 	}
 	return out

@@ -3,13 +3,11 @@ package rules
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nodediag/nodediag/agent/logline"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -42,13 +40,6 @@ const (
 	crashClockSlack = time.Minute
 )
 
-// crashExitLine recognises the line a process writes as it dies: a klog
-// fatal (F0501 ...), a Go panic or fatal runtime error, cobra's "Error: "
-// (kube-apiserver, kube-controller-manager, kube-scheduler), component-base's
-// "command failed", a zap or logrus fatal or panic (etcd, containerd-style
-// components).
-var crashExitLine = regexp.MustCompile(`^(?:F\d{4} \d\d:\d\d:\d\d\.\d{6} |panic: |fatal error: |Error: )|"command failed"|"level":"(?:fatal|panic|dpanic)"|\blevel=(?:fatal|panic)\b`)
-
 // crashRun is what the log of one run of a container shows.
 type crashRun struct {
 	ex          *nodediagv1.LogExcerpt
@@ -67,7 +58,10 @@ func (r crashRun) duration() time.Duration { return r.last.Sub(r.first) }
 
 // newCrashRun reads a run from its excerpt; files are the container's log
 // files, to see whether the run's log was rotated.
-func newCrashRun(ex *nodediagv1.LogExcerpt, files []string) crashRun {
+// Its exit line is the first the crash-exit-line fact matches: the line a
+// process writes as it dies (a klog fatal, a Go panic, cobra's "Error: ",
+// component-base's "command failed", a zap or logrus fatal).
+func newCrashRun(in *Input, ex *nodediagv1.LogExcerpt, files []string) crashRun {
 	r := crashRun{ex: ex}
 	if ex == nil {
 		return r
@@ -84,11 +78,8 @@ func newCrashRun(ex *nodediagv1.LogExcerpt, files []string) crashRun {
 		r.timed = true
 		r.first, r.last = ex.GetFirstTime().AsTime(), ex.GetLastTime().AsTime()
 	}
-	for _, l := range ex.GetLines() {
-		if crashExitLine.MatchString(l.GetText()) {
-			r.exit = l
-			break
-		}
+	if exits := in.MatchedIn(ex, "crash-exit-line"); len(exits) > 0 {
+		r.exit = exits[0].Line
 	}
 	return r
 }
@@ -104,7 +95,7 @@ type podCrash struct {
 
 // crashLoop judges one container.
 func crashLoop(in *Input, c *nodediagv1.PodContainer) (podCrash, bool) {
-	pc := podCrash{c: c, latest: newCrashRun(c.GetLog(), c.GetFiles()), prev: newCrashRun(c.GetPreviousLog(), c.GetFiles())}
+	pc := podCrash{c: c, latest: newCrashRun(in, c.GetLog(), c.GetFiles()), prev: newCrashRun(in, c.GetPreviousLog(), c.GetFiles())}
 	if c.GetRestarts() < crashMinRestarts || !in.InWindow(c.GetLastTime()) {
 		return pc, false
 	}
@@ -179,7 +170,7 @@ func podCrashLoops(in *Input) []*nodediagv1.Finding {
 	etcdDown := false
 	var out []*nodediagv1.Finding
 	for _, pc := range crashes {
-		f := pc.finding()
+		f := pc.finding(in)
 		if pc.component == "kube-apiserver" && etcdDown {
 			f.Confidence = Low
 		}
@@ -193,7 +184,7 @@ func podCrashLoops(in *Input) []*nodediagv1.Finding {
 
 // finding quotes the container's restarts, how its runs went, and the line
 // that says why it exits.
-func (pc podCrash) finding() *nodediagv1.Finding {
+func (pc podCrash) finding(in *Input) *nodediagv1.Finding {
 	c := pc.c
 	params := Params{
 		"pod":       c.GetPod(),
@@ -207,7 +198,7 @@ func (pc podCrash) finding() *nodediagv1.Finding {
 	if q := pc.runsQuote(); q != nil {
 		quotes = append(quotes, q)
 	}
-	quotes = append(quotes, pc.causeQuote())
+	quotes = append(quotes, pc.causeQuote(in))
 	f := pc.problem.Finding(params, quotes...)
 	if !pc.backToBack {
 		// One run seen: its exit line is the evidence, not the pace.
@@ -246,7 +237,7 @@ func (pc podCrash) runsQuote() *nodediagv1.Quote {
 // line of the latest run that has one (a Go panic restates its message and
 // adds a stack after the line that says why; a later line is aftermath),
 // else the last notable line of the latest run, else of the run before.
-func (pc podCrash) causeQuote() *nodediagv1.Quote {
+func (pc podCrash) causeQuote(in *Input) *nodediagv1.Quote {
 	for _, r := range []crashRun{pc.latest, pc.prev} {
 		if r.exit != nil {
 			return QuoteLog(r.ex, r.exit)
@@ -255,7 +246,7 @@ func (pc podCrash) causeQuote() *nodediagv1.Quote {
 	for _, r := range []crashRun{pc.latest, pc.prev} {
 		lines := r.ex.GetLines()
 		for i := len(lines) - 1; i >= 0; i-- {
-			if logline.Notable(lines[i].GetText()) {
+			if in.Notable(lines[i]) {
 				return QuoteLog(r.ex, lines[i])
 			}
 		}

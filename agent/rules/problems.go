@@ -333,6 +333,81 @@ var (
 	})
 )
 
+// Kernel: what the kernel says went wrong under the node's components
+// (node-problem-detector's kernel monitor watches the same messages). Each
+// explains the failures of the components it takes down.
+var (
+	componentSymptoms = append([]string{"KubeletNotHealthy", "KubeletCrashLoop", "KubeletNotRunning", "RuntimeNotRunning", "StaticPodCrashLoop", "ControllerCrashLoop", "PodCrashLoop", "APIServerUnreachable"}, bootstrapSymptoms...)
+
+	OOMKilled = register(Problem{
+		ID: "OOMKilled", Category: CatOOMKill, Severity: Error,
+		Title:    "the kernel's OOM killer killed {process}",
+		Defaults: Params{"process": "a process"},
+		Remediation: "The node ran out of memory (or {process}'s memory cgroup hit its limit) and the kernel killed {process}. " +
+			"Reserve memory for the node's own daemons in the KubeletConfiguration (systemReserved, kubeReserved, evictionHard memory.available) so that the kubelet evicts pods before the kernel kills, " +
+			"look at the kernel's task list above the kill (the largest consumers by rss), raise a memory limit that is too low (a MemoryMax of the unit, the cgroup named by oom_memcg), or give the VM more memory.",
+		RefutedBy: "{process} running since the kill without another one",
+		Explains:  componentSymptoms,
+	})
+	FilesystemError = register(Problem{
+		ID: "FilesystemError", Category: CatFilesystemError, Severity: Error,
+		Title:    "the kernel reports filesystem errors on {device}",
+		Defaults: Params{"device": "a disk"},
+		Remediation: "The filesystem on {device} is damaged or its disk fails I/O: the kernel stops writing to it (a read-only remount, an aborted journal, an XFS shutdown), and whatever lives on it fails with \"read-only file system\" or I/O errors (etcd under /var/lib/etcd, images under /var/lib/containerd, the kubelet's /var/lib/kubelet). " +
+			"Drain the node, check the disk's health (the cloud's disk state, SMART, dmesg for I/O errors), repair the filesystem offline (fsck, xfs_repair) or replace the disk, and recreate the Machine if the OS disk is affected.",
+		RefutedBy: "the filesystem mounted read-write with no error since the last boot",
+		Explains:  append([]string{"DiskNoSpaceLogged", "ImagePullFailed", "KubeletConfigInvalid"}, componentSymptoms...),
+	})
+	ConntrackTableFull = register(Problem{
+		ID: "ConntrackTableFull", Category: CatConntrackFull, Severity: Error,
+		Title: "the kernel's connection tracking table is full and drops packets",
+		Remediation: "New connections through this node are dropped while nf_conntrack is full: Services, DNS and the node's own connections to the API server fail at random. " +
+			"Raise net.netfilter.nf_conntrack_max (kube-proxy sets it from --conntrack-max-per-core and --conntrack-min, its conntrack section of the KubeProxyConfiguration), shorten the timeouts of idle entries, or find the pod that opens connections without end (conntrack -S, conntrack -L | sort by source).",
+		RefutedBy: "no \"table full\" message in the last minutes and net.netfilter.nf_conntrack_count below nf_conntrack_max",
+		Explains:  []string{"APIServerUnreachable", "KubeletNotHealthy", "RegistryUnreachable", "ImagePullFailed"},
+	})
+	HungTask = register(Problem{
+		ID: "HungTask", Category: CatHungTask, Severity: Error, Confidence: Medium,
+		Title:    "tasks hang in the kernel: {task} blocked for more than {seconds} seconds",
+		Defaults: Params{"task": "a task", "seconds": "120"},
+		Remediation: "A task stuck in uninterruptible sleep for minutes waits on I/O that does not complete (a slow or failing disk, a hung network filesystem or block device such as Ceph RBD or NFS, a FUSE daemon) or on a kernel lock. " +
+			"Processes that touch the same disk or mount hang with it: the runtime, the kubelet's PLEG, etcd. Read the kernel's stack of the task quoted here, check the disk's latency and health and the remote storage, and reboot the node if the I/O never returns.",
+		RefutedBy: "no task reported blocked since, and the runtime answering",
+		Explains:  componentSymptoms,
+	})
+	KernelModuleMissing = register(Problem{
+		ID: "KernelModuleMissing", Category: CatModuleMissing, Severity: Error,
+		Title:    "the kernel module {module} is not loaded",
+		Defaults: Params{"module": "a module the node needs"},
+		Remediation: "Load {module} now (modprobe {module}) and at every boot (a file in /etc/modules-load.d/, such as k8s.conf with br_netfilter and overlay, as the kubeadm install guide does), then set the sysctls that depend on it (net.bridge.bridge-nf-call-iptables=1 in /etc/sysctl.d/). " +
+			"A node image or a container host (LXC, a minimal kernel) without the module must get a kernel that has it; a bootstrap script that sets the sysctl before the module is loaded fails the same way.",
+		RefutedBy: "{module} listed in /proc/modules, or its /proc/sys entry present",
+		Explains:  append([]string{"KubeadmPreflightFailed", "CNINotInitialized", "ContainerdConfigInvalid"}, componentSymptoms...),
+	})
+	LinkDown = register(Problem{
+		ID: "LinkDown", Category: CatLinkDown, Severity: Error, Confidence: Medium,
+		Title:    "the network link of {iface} went down",
+		Defaults: Params{"iface": "an interface"},
+		Remediation: "The node lost its network link: everything it does over the network fails until the link returns, and some clients (the kubelet's connection to the API server, long-lived watches) do not recover by themselves afterwards. " +
+			"Check the NIC, the cable or switch port, the bond's members, and on cloud VMs the accelerated-networking VF (hv_netvsc/mlx5) and the platform's maintenance events; restart the kubelet if it stays disconnected after the link is back.",
+		RefutedBy: "the link up again and the kubelet reporting to the API server since",
+		Explains:  []string{"APIServerUnreachable", "KubeletNotHealthy", "RegistryUnreachable", "ImagePullFailed", "CNINotInitialized"},
+	})
+)
+
+// UnrecognisedError is what no rule knows: an error that a component keeps
+// logging to the end of its log, which no signature claims. It is said with
+// its quotes, at low confidence, so that a failure nodediag has no rule for
+// never reads as a healthy node.
+var UnrecognisedError = register(Problem{
+	ID: "UnrecognisedError", Category: CatUnrecognised, Severity: Warning, Confidence: Low,
+	Title:    "{source} has repeated an error nodediag does not recognise for {duration}: {pattern}",
+	Defaults: Params{"duration": "a while"},
+	Remediation: "No rule of nodediag knows this error, so nothing here judged it: read the quoted lines (the first and the last of each repeated error) and the component's log around them. " +
+		"If it is the cause, a log signature for it (agent/rules/signatures) makes the next diagnosis name it.",
+	RefutedBy: "the error no longer logged, or a known cause that explains it",
+})
+
 // Symptoms: consequences that another finding usually explains.
 var (
 	KubeletNotHealthy = register(Problem{

@@ -77,6 +77,9 @@ type Input struct {
 	// ClockIsLowerBound is true when Clock is the newest time a copy of a
 	// host shows (no --now): the copy was taken at that time or later.
 	ClockIsLowerBound bool
+
+	sigs    []*Signature // the engine's signatures
+	matches *matched     // what they matched (match.go), on first use
 }
 
 // A Rule is Go logic over the evidence.
@@ -112,11 +115,13 @@ func NewEngine() (*Engine, error) {
 // Analyze judges ev.
 func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 	in := newInput(ev, c)
+	in.sigs = e.Signatures
 	var fs []*nodediagv1.Finding
 	for _, r := range goRules() {
 		fs = append(fs, r.Fn(in)...)
 	}
-	fs = merge(fs, matchSignatures(in, e.Signatures))
+	fs = merge(fs, signatureFindings(in))
+	fs = append(fs, unrecognisedErrors(in, fs)...)
 	roleAdjust(in, fs)
 	rank(fs)
 	return Result{

@@ -2,11 +2,9 @@ package rules
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
@@ -76,15 +74,6 @@ func runtimeSocketQuote(in *Input, rt *nodediagv1.Runtime) *nodediagv1.Quote {
 // RuntimeNotRunning finding quotes: its last words.
 const rtMaxLogQuotes = 2
 
-// rtErrorLine recognises containerd's error lines: logrus levels error and
-// above, and its fatal start-up messages, which it prints without logrus
-// ("containerd: failed to load TOML: ...").
-var rtErrorLine = regexp.MustCompile(`\blevel=(?:error|fatal|panic)\b|^containerd: `)
-
-// rtCNINoise is containerd's error about the CNI config at start, which it
-// logs on every node until the CNI add-on arrives: not why it stops.
-var rtCNINoise = regexp.MustCompile(`failed to load cni|cni plugin not initialized|no network config found`)
-
 // runtimeNotRunning raises RuntimeNotRunning when the runtime does not
 // answer on a live node: no socket ("absent"), a socket nobody listens on
 // ("refused": containerd stopped or was killed and left it), or a socket
@@ -149,21 +138,12 @@ func runtimeUnitQuote(u *nodediagv1.UnitState) *nodediagv1.Quote {
 }
 
 // runtimeContainerdErrors quotes containerd's last error lines in the
-// window, the CNI start-up error excepted.
+// window (the runtime-error fact), the CNI start-up error excepted.
 func runtimeContainerdErrors(in *Input) []*nodediagv1.Quote {
-	type hit struct {
-		src  *nodediagv1.LogExcerpt
-		line *nodediagv1.LogLine
-	}
-	var hits []hit
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			if lineKind(src, l) != "containerd" || !in.InWindow(l.GetTime()) {
-				continue
-			}
-			if rtErrorLine.MatchString(l.GetText()) && !rtCNINoise.MatchString(l.GetText()) {
-				hits = append(hits, hit{src, l})
-			}
+	var hits []Match
+	for _, m := range in.Matched("runtime-error") {
+		if lineKind(m.Src, m.Line) == "containerd" && !in.HasFact(m.Line, "runtime-cni-noise") {
+			hits = append(hits, m)
 		}
 	}
 	if len(hits) > rtMaxLogQuotes {
@@ -171,7 +151,7 @@ func runtimeContainerdErrors(in *Input) []*nodediagv1.Quote {
 	}
 	var out []*nodediagv1.Quote
 	for _, h := range hits {
-		out = append(out, QuoteLog(h.src, h.line))
+		out = append(out, h.Quote())
 	}
 	return out
 }
@@ -255,30 +235,12 @@ func runtimeNetworkNotReady(in *Input) []*nodediagv1.Finding {
 	return []*nodediagv1.Finding{f}
 }
 
-// rtSignatures are the embedded log signatures, for the rules that look at
-// log lines with the runtime's answer in mind.
-var rtSignatures = sync.OnceValue(func() []*Signature {
-	sigs, err := LoadSignatures(nil)
-	if err != nil {
-		return nil // a test keeps the shipped signatures loadable
-	}
-	return sigs
-})
-
 // runtimeSignatureMatches returns the lines of the window that the
-// embedded signatures claim for the problem id, in log order.
+// signatures claim for the problem id, in log order.
 func runtimeSignatureMatches(in *Input, id string) []sigMatch {
 	var out []sigMatch
-	sigs := rtSignatures()
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			if !in.InWindow(l.GetTime()) {
-				continue
-			}
-			if s := Claim(sigs, lineKind(src, l), l.GetText()); s != nil && s.ID == id {
-				out = append(out, sigMatch{s, src, l})
-			}
-		}
+	for _, m := range in.Matched(id) {
+		out = append(out, sigMatch{m.Sig, m.Src, m.Line, m.sub})
 	}
 	return out
 }
@@ -364,9 +326,6 @@ func runtimeListed(in *Input, call string) bool {
 	return false
 }
 
-// rtPullWord recognises a line about pulling an image.
-var rtPullWord = regexp.MustCompile(`(?i)pull`)
-
 // runtimeImagesMissing: an image the control plane needs (a static pod's,
 // the pause image) that the runtime does not have, while the logs show its
 // pull failing. The image's absence now proves the failure is not a
@@ -420,62 +379,33 @@ func runtimeImagesMissing(in *Input) []*nodediagv1.Finding {
 }
 
 // runtimePullFailure finds the last line of the window that shows a pull of
-// ref failing: a line naming the image, about pulling, that a log signature
-// claims. The problem is the signature's when it is about the image
-// (ImageNotFound, ImagePullAuthFailed), else ImagePullFailed: the cause a
-// registry or endpoint signature names is its own finding, and it explains
-// this one.
+// ref failing: a line a log signature claims that names the image as its
+// pull-image fact reads it. The problem is the signature's when it is about
+// the image (ImageNotFound, ImagePullAuthFailed), else ImagePullFailed: the
+// cause a registry or endpoint signature names is its own finding, and it
+// explains this one.
 func runtimePullFailure(in *Input, ref string) (*Problem, *nodediagv1.Quote) {
-	names := []string{ref}
-	if n := runtimeNormalizeRef(ref); n != ref {
-		names = append(names, n)
-	}
-	sigs := rtSignatures()
+	want := runtimeNormalizeRef(ref)
 	var p *Problem
 	var q *nodediagv1.Quote
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			text := l.GetText()
-			if !in.InWindow(l.GetTime()) || !rtPullWord.MatchString(text) || !runtimeNamesImage(text, names) {
-				continue
-			}
-			s := Claim(sigs, lineKind(src, l), text)
-			if s == nil {
-				continue
-			}
-			switch s.ID {
-			case ImageNotFound.ID, ImagePullAuthFailed.ID:
-				p = catalog[s.ID]
-			default:
-				p = ImagePullFailed
-			}
-			q = QuoteLog(src, l)
+	for _, pull := range in.Matched("pull-image") {
+		img := strings.TrimRight(pull.Group("image"), ":")
+		if img != ref && runtimeNormalizeRef(img) != want {
+			continue
 		}
+		c := in.Claim(pull.Line)
+		if c == nil {
+			continue
+		}
+		switch c.Sig.ID {
+		case ImageNotFound.ID, ImagePullAuthFailed.ID:
+			p = catalog[c.Sig.ID]
+		default:
+			p = ImagePullFailed
+		}
+		q = c.Quote()
 	}
 	return p, q
-}
-
-// runtimeNamesImage says whether text names one of the references as a
-// whole (not "pause:3.9" inside "pause:3.9.1").
-func runtimeNamesImage(text string, names []string) bool {
-	for _, n := range names {
-		for i := 0; ; {
-			j := strings.Index(text[i:], n)
-			if j < 0 {
-				break
-			}
-			end := i + j + len(n)
-			if end == len(text) || !isRefChar(text[end]) {
-				return true
-			}
-			i = end
-		}
-	}
-	return false
-}
-
-func isRefChar(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || strings.IndexByte("._-:/@", b) >= 0
 }
 
 // ---- static pod containers -------------------------------------------------
@@ -643,8 +573,8 @@ func runtimeContainerQuote(rt *nodediagv1.Runtime, c *nodediagv1.RuntimeContaine
 func runtimePodLogQuote(in *Input, c *nodediagv1.RuntimeContainer) *nodediagv1.Quote {
 	for _, pc := range in.Pods() {
 		if pc.GetNamespace() == c.GetPodNamespace() && pc.GetPod() == c.GetPodName() && pc.GetContainer() == c.GetName() {
-			crash := podCrash{c: pc, latest: newCrashRun(pc.GetLog(), pc.GetFiles()), prev: newCrashRun(pc.GetPreviousLog(), pc.GetFiles())}
-			return crash.causeQuote()
+			crash := podCrash{c: pc, latest: newCrashRun(in, pc.GetLog(), pc.GetFiles()), prev: newCrashRun(in, pc.GetPreviousLog(), pc.GetFiles())}
+			return crash.causeQuote(in)
 		}
 	}
 	return nil

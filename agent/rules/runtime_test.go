@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -550,20 +551,21 @@ func TestRuntimeNormalizeRef(t *testing.T) {
 	}
 }
 
-func TestRuntimeNamesImage(t *testing.T) {
-	tests := []struct {
-		text string
-		want bool
-	}{
-		{`pulling "registry.k8s.io/pause:3.9" failed`, true},
-		{`pulling registry.k8s.io/pause:3.9`, true},
-		{`pulling "registry.k8s.io/pause:3.9.1" failed`, false},
-		{`pulling "registry.k8s.io/pause:3.90" failed`, false},
-		{`pulling "registry.k8s.io/pause:3.9-x" then registry.k8s.io/pause:3.9`, true},
+// TestPullImageFact: the pull-image fact reads the image a pull line names,
+// whole: pause:3.9 is not pause:3.9.1.
+func TestPullImageFact(t *testing.T) {
+	tests := []struct{ text, want string }{
+		{`E0501 00:01:40.1 1876 remote_image.go:180] "PullImage from image service failed" err="rpc error" image="registry.k8s.io/pause:3.9"`, "registry.k8s.io/pause:3.9"},
+		{`level=error msg="PullImage \"registry.k8s.io/pause:3.9.1\" failed" error="not found"`, "registry.k8s.io/pause:3.9.1"},
+		{`Failed to pull image "registry.k8s.io/pause:3.90": rpc error`, "registry.k8s.io/pause:3.90"},
+		{"\t[ERROR ImagePull]: failed to pull image registry.k8s.io/kube-apiserver:v1.31.100: output: E0501", "registry.k8s.io/kube-apiserver:v1.31.100"},
 	}
 	for _, tt := range tests {
-		if got := runtimeNamesImage(tt.text, []string{"registry.k8s.io/pause:3.9"}); got != tt.want {
-			t.Errorf("runtimeNamesImage(%q) = %v, want %v", tt.text, got, tt.want)
+		ex := &nodediagv1.LogExcerpt{Source: "journal:kubelet.service", Kind: "kubelet", Lines: []*nodediagv1.LogLine{{N: 1, Text: tt.text}}}
+		in := &Input{Ev: &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{{Name: "logs", Data: &nodediagv1.ProbeEvidence_Logs{Logs: &nodediagv1.Logs{Sources: []*nodediagv1.LogExcerpt{ex}}}}}}}
+		ms := in.MatchedIn(ex, "pull-image")
+		if len(ms) != 1 || strings.TrimRight(ms[0].Group("image"), ":") != tt.want {
+			t.Errorf("%s: matches %v, want the image %s", tt.text, ms, tt.want)
 		}
 	}
 }

@@ -25,10 +25,15 @@ import (
 // in file order) and the first signature that matches a line claims it: put
 // the specific before the generic.
 type Signature struct {
-	// ID of the catalog problem a match proves.
-	ID string `json:"id"`
+	// ID of the catalog problem a match proves; or
+	ID string `json:"id,omitempty"`
+	// Fact names an observation a Go rule asks for (match.go): a fact
+	// signature makes no finding of its own, claims no line, and is
+	// matched on every line of its kinds.
+	Fact string `json:"fact,omitempty"`
 	// Kinds of log the signature applies to ("kubelet", "containerd",
-	// "cloud-init-output", "cloud-init", "kubeadm", "syslog"); empty means all.
+	// "cloud-init-output", "cloud-init", "kubeadm", "syslog", "pod",
+	// "kernel", "network"); empty means all.
 	Kinds []string `json:"kinds,omitempty"`
 	// Match is an RE2 regular expression. Named groups become parameters of
 	// the finding's title and remediation ({flag}, {image}, ...).
@@ -36,6 +41,9 @@ type Signature struct {
 	// Persist, for a known bootstrap transient, is how long the matches must
 	// span (on the lines' own timestamps) before they mean anything ("10m").
 	Persist string `json:"persist,omitempty"`
+	// Params are parameters of the finding that the line implies without
+	// naming them ({"module": "br_netfilter"} for bridge-nf-call-iptables).
+	Params map[string]string `json:"params,omitempty"`
 	// Confidence overrides the catalog's for findings of this signature.
 	Confidence string `json:"confidence,omitempty"`
 	// Examples are real lines the signature must claim; Counterexamples
@@ -121,8 +129,20 @@ func LoadSignatures(dir fs.FS) ([]*Signature, error) {
 }
 
 func (s *Signature) compile() error {
-	if _, ok := catalog[s.ID]; !ok {
-		return fmt.Errorf("unknown problem ID %q", s.ID)
+	switch {
+	case (s.ID == "") == (s.Fact == ""):
+		return fmt.Errorf("a signature names either a problem (id) or a fact")
+	case s.Fact != "":
+		if !factShape.MatchString(s.Fact) {
+			return fmt.Errorf("fact %q: want lower-kebab-case", s.Fact)
+		}
+		if s.Persist != "" || s.Confidence != "" || s.ContextMatch != "" {
+			return fmt.Errorf("fact %q: persist, confidence and context are for problems", s.Fact)
+		}
+	default:
+		if _, ok := catalog[s.ID]; !ok {
+			return fmt.Errorf("unknown problem ID %q", s.ID)
+		}
 	}
 	if s.Match == "" {
 		return fmt.Errorf("empty match")
@@ -163,16 +183,18 @@ func (s *Signature) compile() error {
 	return nil
 }
 
+var factShape = regexp.MustCompile(`^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$`)
+
 func (s *Signature) appliesTo(kind string) bool {
 	return len(s.kinds) == 0 || s.kinds[kind]
 }
 
-// Claim returns the first signature of sigs that matches line in a log of
-// this kind, or nil.
+// Claim returns the first problem signature of sigs that matches line in a
+// log of this kind, or nil: what the matcher (match.go) decides of a line.
 func Claim(sigs []*Signature, kind, line string) *Signature {
 	lower, ascii := lowerASCII(line)
 	for _, s := range sigs {
-		if s.matches(kind, line, lower, ascii) {
+		if s.Fact == "" && s.matches(kind, line, lower, ascii) {
 			return s
 		}
 	}
@@ -183,8 +205,10 @@ func Claim(sigs []*Signature, kind, line string) *Signature {
 // for syslog-style files, else the file's kind.
 func lineKind(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine) string {
 	switch l.GetProgram() {
-	case "kubelet", "containerd", "kubeadm", "cloud-init":
+	case "kubelet", "containerd", "kubeadm", "cloud-init", "kernel":
 		return l.GetProgram()
+	case "systemd-networkd", "NetworkManager":
+		return "network"
 	}
 	return src.GetKind()
 }
@@ -193,31 +217,26 @@ type sigMatch struct {
 	sig  *Signature
 	src  *nodediagv1.LogExcerpt
 	line *nodediagv1.LogLine
+	sub  []string
 }
 
-// matchSignatures runs the signatures over the log lines of the window and
-// returns one finding per problem ID.
-func matchSignatures(in *Input, sigs []*Signature) []*nodediagv1.Finding {
+// signatureFindings makes one finding per problem ID of the lines the
+// signatures claimed in the window.
+func signatureFindings(in *Input) []*nodediagv1.Finding {
 	var order []string
 	byID := map[string][]sigMatch{}
-	for _, src := range in.Logs() {
-		for _, l := range src.GetLines() {
-			if !in.InWindow(l.GetTime()) {
-				continue
-			}
-			s := Claim(sigs, lineKind(src, l), l.GetText())
-			if s == nil {
-				continue
-			}
-			id := s.ID
-			if id == KubeadmFailed.ID {
-				id = kubeadmFailure(in)
-			}
-			if _, ok := byID[id]; !ok {
-				order = append(order, id)
-			}
-			byID[id] = append(byID[id], sigMatch{s, src, l})
+	for _, m := range in.m().claims {
+		if !in.InWindow(m.Line.GetTime()) {
+			continue
 		}
+		id := m.Sig.ID
+		if id == KubeadmFailed.ID {
+			id = kubeadmFailure(in)
+		}
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = append(byID[id], sigMatch{m.Sig, m.Src, m.Line, m.sub})
 	}
 	var out []*nodediagv1.Finding
 	for _, id := range order {
@@ -361,7 +380,12 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 	p := catalog[id]
 	params := Params{"count": strconv.Itoa(len(ms))}
 	for _, m := range ms {
-		sub := m.sig.re.FindStringSubmatch(m.line.GetText())
+		for k, v := range m.sig.Params {
+			if _, set := params[k]; !set {
+				params[k] = v
+			}
+		}
+		sub := m.sub
 		for i, name := range m.sig.re.SubexpNames() {
 			if name != "" && sub[i] != "" {
 				if _, set := params[name]; !set {

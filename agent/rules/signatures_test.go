@@ -49,6 +49,23 @@ func TestShippedSignatures(t *testing.T) {
 		name := s.File() + "/" + s.ID
 		kind := exampleKind(s)
 		re := regexp.MustCompile(s.Match)
+		if s.Fact != "" {
+			name = s.File() + "/" + s.Fact
+			for _, ex := range s.Examples {
+				if !s.Matches(kind, ex) {
+					t.Errorf("%s: example does not match its fact:\n\t%s", name, ex)
+				}
+				if !logline.Notable(ex) {
+					t.Errorf("%s: logline.Notable drops the example, so the logs probe would not keep it:\n\t%s", name, ex)
+				}
+			}
+			for _, cx := range s.Counterexamples {
+				if s.Matches(kind, cx) {
+					t.Errorf("%s: counterexample matches:\n\t%s", name, cx)
+				}
+			}
+			continue
+		}
 		p, ok := rules.Lookup(s.ID)
 		if !ok {
 			t.Fatalf("%s: unknown problem", name)

@@ -1,0 +1,187 @@
+package rules
+
+import (
+	"sync"
+	"time"
+
+	"github.com/nodediag/nodediag/agent/logline"
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+// The one matcher. Every log line of the evidence is read once, here: the
+// problem signature that claims it (the first that matches, in file order),
+// the fact signatures that match it (each on its own: a fact is an
+// observation a Go rule asks for, such as the kubelet's start-up version
+// line), and whether it is notable (an error, a failure). Go rules receive
+// these matches through Input and never look at a log line's text
+// themselves; a test enforces it (TestRulesDoNotReadLogText).
+
+// A Match is a line a signature matched.
+type Match struct {
+	Sig  *Signature
+	Src  *nodediagv1.LogExcerpt
+	Line *nodediagv1.LogLine
+	sub  []string
+}
+
+// Group is the match's named group, "" when the signature has none of that
+// name or it matched nothing (of groups sharing a name in alternatives, the
+// one that matched).
+func (m Match) Group(name string) string {
+	for i, n := range m.Sig.re.SubexpNames() {
+		if n == name && i < len(m.sub) && m.sub[i] != "" {
+			return m.sub[i]
+		}
+	}
+	return ""
+}
+
+// Quote quotes the matched line.
+func (m Match) Quote() *nodediagv1.Quote { return QuoteLog(m.Src, m.Line) }
+
+// Time is the line's time, zero when it has none.
+func (m Match) Time() time.Time {
+	if t := m.Line.GetTime(); t != nil {
+		return t.AsTime()
+	}
+	return time.Time{}
+}
+
+// lineInfo is what the matcher learnt of one line.
+type lineInfo struct {
+	claim   *Match
+	facts   []Match
+	notable bool
+}
+
+// matched is the matcher's result over the evidence.
+type matched struct {
+	byLine map[*nodediagv1.LogLine]*lineInfo
+	// byName holds every match in evidence order, by problem ID (claims)
+	// and by fact name.
+	byName map[string][]Match
+	// claims are the problem signatures' matches, in evidence order.
+	claims []Match
+	// templates are the unclaimed error lines by template (templates.go).
+	templates []*Template
+}
+
+// matchAll runs the signatures over every line of every log of the
+// evidence, once.
+func matchAll(in *Input, sigs []*Signature) *matched {
+	m := &matched{byLine: map[*nodediagv1.LogLine]*lineInfo{}, byName: map[string][]Match{}}
+	var problems, facts []*Signature
+	for _, s := range sigs {
+		if s.Fact != "" {
+			facts = append(facts, s)
+		} else {
+			problems = append(problems, s)
+		}
+	}
+	for _, src := range in.Logs() {
+		for _, l := range src.GetLines() {
+			text := l.GetText()
+			kind := lineKind(src, l)
+			lower, ascii := lowerASCII(text)
+			info := &lineInfo{notable: logline.Notable(text)}
+			for _, s := range problems {
+				if !s.appliesTo(kind) || !mayMatch(s.hints, lower, ascii) {
+					continue
+				}
+				if sub := s.re.FindStringSubmatch(text); sub != nil {
+					info.claim = &Match{Sig: s, Src: src, Line: l, sub: sub}
+					m.claims = append(m.claims, *info.claim)
+					m.byName[s.ID] = append(m.byName[s.ID], *info.claim)
+					break
+				}
+			}
+			for _, s := range facts {
+				if !s.appliesTo(kind) || !mayMatch(s.hints, lower, ascii) {
+					continue
+				}
+				if sub := s.re.FindStringSubmatch(text); sub != nil {
+					fm := Match{Sig: s, Src: src, Line: l, sub: sub}
+					info.facts = append(info.facts, fm)
+					m.byName[s.Fact] = append(m.byName[s.Fact], fm)
+				}
+			}
+			m.byLine[l] = info
+		}
+	}
+	m.templates = mineTemplates(in, m)
+	return m
+}
+
+// m is the matcher's result, computed on first use with the engine's
+// signatures (the embedded ones for an Input made without an engine: the
+// rules' own tests).
+func (in *Input) m() *matched {
+	if in.matches == nil {
+		sigs := in.sigs
+		if sigs == nil {
+			sigs = embeddedSignatures()
+		}
+		in.matches = matchAll(in, sigs)
+	}
+	return in.matches
+}
+
+// Matched returns the matches of a problem ID or a fact name among the
+// lines of the window, in evidence order.
+func (in *Input) Matched(name string) []Match {
+	var out []Match
+	for _, m := range in.m().byName[name] {
+		if in.InWindow(m.Line.GetTime()) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// MatchedIn returns the matches of a problem ID or a fact name among the
+// lines of one log, window or not (a container's runs are judged whole).
+func (in *Input) MatchedIn(src *nodediagv1.LogExcerpt, name string) []Match {
+	var out []Match
+	for _, m := range in.m().byName[name] {
+		if m.Src == src {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Claim returns the problem signature's match of a line, or nil.
+func (in *Input) Claim(l *nodediagv1.LogLine) *Match {
+	if info := in.m().byLine[l]; info != nil {
+		return info.claim
+	}
+	return nil
+}
+
+// HasFact says whether the fact signature of that name matched the line.
+func (in *Input) HasFact(l *nodediagv1.LogLine, name string) bool {
+	if info := in.m().byLine[l]; info != nil {
+		for _, f := range info.facts {
+			if f.Sig.Fact == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Notable says whether the line says something went wrong
+// (logline.Notable).
+func (in *Input) Notable(l *nodediagv1.LogLine) bool {
+	info := in.m().byLine[l]
+	return info != nil && info.notable
+}
+
+// embeddedSignatures are the shipped signatures, loaded once.
+var embeddedSignatures = sync.OnceValue(func() []*Signature {
+	sigs, err := LoadSignatures(nil)
+	if err != nil {
+		return nil // a test keeps the shipped signatures loadable
+	}
+	return sigs
+})
