@@ -235,6 +235,11 @@ func (c *Case) hostgenNode() hostgen.Node {
 	// the case's own clock (the example CA of 2024 would be "not yet
 	// valid" on a node of 2019).
 	n.CA = hostgen.NewCA("corpus CA "+c.Name, n.Boot.Add(-24*time.Hour))
+	// A node looked at within a minute of its boot got its certificate
+	// before it was looked at.
+	if j := n.Boot.Add(45 * time.Second); j.After(c.Node.Now) {
+		n.JoinedAt = c.Node.Now.Add(-5 * time.Second)
+	}
 	return n
 }
 

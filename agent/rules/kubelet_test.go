@@ -130,7 +130,7 @@ func TestKubeletFlagRules(t *testing.T) {
 			kc:   ktAzl3Kubelet(),
 			bins: []*nodediagv1.Binary{ktKubeletBinary("/usr/bin/kubelet", "v1.34.2", true)},
 			want: []kubeletFindingSummary{{
-				ID: "KubeletDeprecatedFlag", Severity: Warning, Confidence: High,
+				ID: "KubeletDeprecatedFlag", Severity: Info, Confidence: High,
 				Title:  "kubelet flag --pod-infra-container-image in /etc/sysconfig/kubelet is removed in Kubernetes 1.35",
 				Quotes: []string{sysconfigQ, "exec:/usr/bin/kubelet --version: Kubernetes v1.34.2"},
 			}},
@@ -180,7 +180,7 @@ func TestKubeletFlagRules(t *testing.T) {
 			bins: []*nodediagv1.Binary{ktKubeletBinary("/usr/bin/kubelet", "v1.34.0", true)},
 			want: []kubeletFindingSummary{
 				{
-					ID: "KubeletDeprecatedFlag", Severity: Warning, Confidence: High,
+					ID: "KubeletDeprecatedFlag", Severity: Info, Confidence: High,
 					Title:  "kubelet flag --pod-infra-container-image in /etc/sysconfig/kubelet is removed in Kubernetes 1.35",
 					Quotes: []string{sysconfigQ, "exec:/usr/bin/kubelet --version: Kubernetes v1.34.0"},
 				},

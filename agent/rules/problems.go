@@ -520,7 +520,7 @@ var (
 // Warnings that are not failures yet.
 var (
 	KubeletDeprecatedFlag = register(Problem{
-		ID: "KubeletDeprecatedFlag", Category: CatFlagRemoved, Severity: Warning,
+		ID: "KubeletDeprecatedFlag", Category: CatFlagRemoved, Severity: Info,
 		Title:       "kubelet flag --{flag} in {file} is removed in Kubernetes {removed_in}",
 		Remediation: "Remove --{flag} from {file} before the kubelet reaches {removed_in}{replacement}; that kubelet will refuse to start with it.",
 		RefutedBy:   "the flag absent from the kubelet's command line",
