@@ -220,7 +220,7 @@ func kubeletConfigInvalid(in *Input) []*nodediagv1.Finding {
 }
 
 // kubeletConfigMissing raises KubeletConfigMissing when the --config file
-// does not exist although the bootstrap is over. Before kubeadm init/join
+// does not exist although the bootstrap is over, or the node had joined. Before kubeadm init/join
 // has run, a missing /var/lib/kubelet/config.yaml is normal (the kubelet
 // crash-loops on it until the kubelet-start phase writes it), so the rule
 // needs evidence that the bootstrap finished: cloud-init done or in error
@@ -250,6 +250,14 @@ func kubeletConfigMissing(in *Input) []*nodediagv1.Finding {
 			src = "cloud-init"
 		}
 		done = QuoteText(src, "cloud-init status: "+ci.GetStatus())
+	case in.Kubeadm().GetKubeletConf().GetPresent():
+		// kubeadm writes config.yaml before the TLS bootstrap that gives
+		// kubelet.conf: a node with kubelet.conf had the file once.
+		path := in.Kubeadm().GetKubeletConf().GetPath()
+		if path == "" {
+			path = bootstrapKubeletConf
+		}
+		done = QuoteText(path, "present: the node joined its cluster, so kubeadm had written the kubelet's configuration")
 	default:
 		return nil
 	}

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +54,7 @@ type lineInfo struct {
 	claim   *Match
 	facts   []Match
 	notable bool
+	err     bool // errorLine: the line states an error
 }
 
 // matched is the matcher's result over the evidence.
@@ -105,6 +108,7 @@ func matchAll(in *Input, sigs []*Signature) *matched {
 					m.byName[s.Fact] = append(m.byName[s.Fact], fm)
 				}
 			}
+			info.err = errorLine(src, l, info)
 			m.byLine[l] = info
 		}
 	}
@@ -185,3 +189,40 @@ var embeddedSignatures = sync.OnceValue(func() []*Signature {
 	}
 	return sigs
 })
+
+// IsError says whether the line states an error: its own level (klog E or
+// F, logrus error and above), or a notable line of a log without levels.
+func (in *Input) IsError(l *nodediagv1.LogLine) bool {
+	info := in.m().byLine[l]
+	return info != nil && info.err
+}
+
+// LastWords quotes a component's last error lines in the window (those of
+// the log kind: "kubelet", "containerd"), systemd's lines about it left out:
+// what it said as it failed, the most recent last, each message once.
+func (in *Input) LastWords(kind string, n int) []*nodediagv1.Quote {
+	var picked []*nodediagv1.Quote
+	seen := map[string]bool{}
+	var all []Match
+	for _, src := range in.Logs() {
+		for _, l := range src.GetLines() {
+			if l.GetProgram() == "systemd" || lineKind(src, l) != kind || !in.IsError(l) || !in.InWindow(l.GetTime()) || in.HasFact(l, "runtime-cni-noise") {
+				continue
+			}
+			all = append(all, Match{Src: src, Line: l})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Time().Before(all[j].Time()) })
+	for i := len(all) - 1; i >= 0 && len(picked) < n; i-- {
+		key := strings.Join(templateWords(logline.Parse(all[i].Line.GetText(), time.Time{}).Message), " ")
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		picked = append(picked, all[i].Quote())
+	}
+	for i, j := 0, len(picked)-1; i < j; i, j = i+1, j-1 {
+		picked[i], picked[j] = picked[j], picked[i]
+	}
+	return picked
+}

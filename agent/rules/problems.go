@@ -12,7 +12,7 @@ package rules
 // Machine stays Provisioned); they rank below the cause that explains them.
 var (
 	bootstrapSymptoms = []string{"CloudInitFailed", "BootstrapCommandFailed", "KubeadmInitFailed", "KubeadmJoinFailed", "KubeadmFailed", "BootstrapSentinelMissing", "KubeletTLSBootstrapFailed"}
-	kubeletSymptoms   = append([]string{"KubeletNotHealthy", "KubeletCrashLoop", "KubeletNotRunning"}, bootstrapSymptoms...)
+	kubeletSymptoms   = append([]string{"KubeletNotHealthy", "KubeletCrashLoop", "KubeletNotRunning", "KubeletConfigMissing"}, bootstrapSymptoms...)
 )
 
 // Causes, most decisive first.

@@ -162,11 +162,17 @@ func unitQuote(u *nodediagv1.UnitState) *nodediagv1.Quote {
 	return &nodediagv1.Quote{Source: e.GetSource(), Time: e.GetTime(), Line: e.GetLine(), Excerpt: clip(e.GetExcerpt())}
 }
 
+// unitLastWords is how many of a unit's last error lines its finding quotes.
+const unitLastWords = 2
+
 // unitFinding builds p's finding about u. State derived from the journal is
 // an inference from systemd's last messages (a later start may have left no
 // message the probe kept): medium confidence at most.
-func unitFinding(p *Problem, params Params, u *nodediagv1.UnitState) *nodediagv1.Finding {
-	f := p.Finding(params, unitQuote(u))
+//
+// The unit's own last error lines are quoted with its state: what the
+// kubelet or containerd said as it exited is the first clue to why.
+func unitFinding(in *Input, p *Problem, params Params, u *nodediagv1.UnitState, kind string) *nodediagv1.Finding {
+	f := p.Finding(params, append([]*nodediagv1.Quote{unitQuote(u)}, in.LastWords(kind, unitLastWords)...)...)
 	if u.GetSource() == unitSourceJournal && f.Confidence == High {
 		f.Confidence = Medium
 	}
@@ -201,12 +207,12 @@ func kubeletUnitRule(in *Input) []*nodediagv1.Finding {
 	}
 	switch {
 	case unitCrashLooping(u):
-		return []*nodediagv1.Finding{unitFinding(KubeletCrashLoop, Params{"detail": unitDetail(u)}, u)}
+		return []*nodediagv1.Finding{unitFinding(in, KubeletCrashLoop, Params{"detail": unitDetail(u)}, u, "kubelet")}
 	case unitDown(u):
 		if u.GetActiveState() == "inactive" && u.GetLoadState() != "masked" && bootstrapRunning(in) {
 			return nil // not started yet: kubeadm starts it
 		}
-		return []*nodediagv1.Finding{unitFinding(KubeletNotRunning, Params{"detail": unitDetail(u)}, u)}
+		return []*nodediagv1.Finding{unitFinding(in, KubeletNotRunning, Params{"detail": unitDetail(u)}, u, "kubelet")}
 	}
 	return nil
 }
@@ -232,7 +238,7 @@ func containerdUnitRule(in *Input) []*nodediagv1.Finding {
 	if u.GetActiveState() == "inactive" && u.GetLoadState() != "masked" && !unitCrashLooping(u) && bootstrapRunning(in) {
 		return nil
 	}
-	return []*nodediagv1.Finding{unitFinding(RuntimeNotRunning, Params{"detail": unitDetail(u)}, u)}
+	return []*nodediagv1.Finding{unitFinding(in, RuntimeNotRunning, Params{"detail": unitDetail(u)}, u, "containerd")}
 }
 
 // kubeletUsesContainerd says whether the kubelet's runtime may depend on
