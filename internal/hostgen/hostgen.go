@@ -53,6 +53,9 @@ type Node struct {
 	Boot time.Time
 	// CA is the cluster's CA; nil is the example hosts' (made on CAStart).
 	CA *CA
+	// JoinedAt is when the kubelet got its client certificate; zero is 45
+	// seconds after Boot.
+	JoinedAt time.Time
 }
 
 func (n Node) ca() *CA {
@@ -407,6 +410,9 @@ users:
 	}
 	// The kubelet gets its client certificate during the join (TLS bootstrap).
 	stamp := n.Boot.Add(45 * time.Second)
+	if !n.JoinedAt.IsZero() {
+		stamp = n.JoinedAt
+	}
 	name := "kubelet-client-" + stamp.Format("2006-01-02-15-04-05") + ".pem"
 	t["var/lib/kubelet/pki/"+name] = string(n.ca().ClientPEM("system:node:"+n.Hostname, stamp, stamp.AddDate(1, 0, 0)))
 	t["var/lib/kubelet/pki/kubelet-client-current.pem"] = "->/var/lib/kubelet/pki/" + name
