@@ -4,23 +4,24 @@ import (
 	"time"
 )
 
-// notableWords are the lower-case fragments that make a line worth keeping.
+// failureWords are the lower-case fragments that say something went wrong.
 // The list is deliberately broad: the logs probe keeps a notable line from
 // anywhere in a file, while the rest only survives in the tail, so every line
 // a log signature (agent/rules/signatures) can claim must contain one of
-// these (a test checks every signature example against Notable).
-var notableWords = []string{
+// these or of keepWords (a test checks every signature example against
+// Notable).
+var failureWords = []string{
 	// Failure words of every component.
 	"error", "fail", "fatal", "panic", "refused", "timed out", "timeout",
 	"deadline exceeded", "unable", "cannot", "can't", "couldn't", "could not",
 	"not found", "denied", "unauthorized", "forbidden", "expired", "invalid",
-	"unknown", "no such", "missing", "no space left", "x509", "exception",
+	"no such", "missing", "no space left", "x509", "exception",
 	"traceback", "exit status", "exit code", "exiting with status",
 	// Health and restarts.
 	"unhealthy", "not healthy", "isn't running", "not running", "back-off",
 	"backoff", "crashloop", "evict", "unfortunately", "not ready",
 	"not initialized", "no cni configuration", "misconfiguration",
-	"not supported", "unsupported", "must be specified", "[warning",
+	"not supported", "unsupported", "must be specified",
 	// Network and TLS.
 	"no route to host", "reset by peer", "server gave http response",
 	"no host in request", "are pinned", "unexpected status", "not valid",
@@ -35,13 +36,20 @@ var notableWords = []string{
 	"table full", "dropping packet", "link is down", "link down", "lost carrier",
 	"link status definitely down", "soft lockup", "unregister_netdevice",
 	"unable to handle kernel", "call trace",
+}
+
+// keepWords make a line worth keeping without saying that anything failed:
+// warnings, and the facts the rules read.
+var keepWords = []string{
+	"unknown", "[warning",
 	// Facts the rules read when no binary can be asked: the version the
-	// kubelet states at start-up ("Kubelet version" kubeletVersion="v1.35.0")
-	// and the one kubeadm init uses ("[init] Using Kubernetes version").
-	// Before 1.20 the kubelet said "Version: v1.15.4" after its klog header.
+	// kubelet states at start-up ("Kubelet version" kubeletVersion="v1.35.0";
+	// before 1.20 "Version: v1.15.4" after its klog header) and the one
+	// kubeadm init uses ("[init] Using Kubernetes version").
 	"kubeletversion=", "] version: v", "using kubernetes version",
-	// Cluster API's bootstrap script names its sentinel file.
-	"bootstrap-success.complete",
+	// Cluster API's bootstrap script names its sentinel file; cloud-init's
+	// final message names its datasource.
+	"bootstrap-success.complete", "datasource",
 }
 
 // Notable says whether a log line is worth keeping as evidence wherever it
@@ -53,7 +61,7 @@ var notableWords = []string{
 // It is a broad pre-filter, not a judgement: most notable lines are noise,
 // and the rules decide what they mean.
 func Notable(text string) bool {
-	if containsWord(text) {
+	if containsWord(text, &failureIndex) || containsWord(text, &keepIndex) {
 		return true
 	}
 	switch Parse(text, time.Time{}).Level {
@@ -63,20 +71,29 @@ func Notable(text string) bool {
 	return false
 }
 
-// wordsByFirst indexes notableWords by their first byte, so that a line is
-// scanned once (the agent runs Notable over every line of megabytes of logs).
-var wordsByFirst = func() (idx [256][]string) {
-	for _, w := range notableWords {
+// Failure says whether a line holds a word of failure (error, fail,
+// refused, not found, x509, no space left, ...): for logs whose lines state
+// no level of their own (the kernel, a script's output), whether the line
+// reports an error.
+func Failure(text string) bool { return containsWord(text, &failureIndex) }
+
+// The word lists indexed by their first byte, so that a line is scanned
+// once per list (the agent runs Notable over every line of megabytes of
+// logs).
+var failureIndex, keepIndex = index(failureWords), index(keepWords)
+
+func index(words []string) (idx [256][]string) {
+	for _, w := range words {
 		idx[w[0]] = append(idx[w[0]], w)
 	}
 	return idx
-}()
+}
 
-// containsWord says whether text contains one of notableWords, ignoring
-// ASCII case (the words are ASCII).
-func containsWord(text string) bool {
+// containsWord says whether text contains one of the indexed words,
+// ignoring ASCII case (the words are ASCII).
+func containsWord(text string, idx *[256][]string) bool {
 	for i := 0; i < len(text); i++ {
-		for _, w := range wordsByFirst[lowerASCII(text[i])] {
+		for _, w := range idx[lowerASCII(text[i])] {
 			if hasPrefixFold(text[i:], w) {
 				return true
 			}

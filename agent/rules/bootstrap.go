@@ -35,6 +35,14 @@ const (
 	bootstrapKubeletConf = "/etc/kubernetes/kubelet.conf"
 )
 
+// bootstrapLogKinds are the logs of the bootstrap: cloud-init's output
+// (cloud-init-output.log, the journal of cloud-init's units) and its own log.
+var bootstrapLogKinds = []string{"cloud-init-output", "cloud-init"}
+
+// bootstrapFirstErrors is how many of the bootstrap's first error lines a
+// bootstrap finding quotes.
+const bootstrapFirstErrors = 2
+
 var bootstrapRules = []Rule{
 	{Name: "cloud-init-failed", Fn: cloudInitFailedRule},
 	{Name: "cloud-init-running", Fn: cloudInitRunningRule},
@@ -74,6 +82,9 @@ func cloudInitFailedRule(in *Input) []*nodediagv1.Finding {
 	if len(quotes) == 0 {
 		quotes = append(quotes, cloudInitStatusQuote(ci))
 	}
+	// The failing step's own words: result.json only says which module
+	// failed.
+	quotes = append(quotes, in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors)...)
 	if ci.GetSentinelPresent() {
 		// The bootstrap completed: a module failed beside it (a package
 		// update without a mirror on an air-gapped node), not the node.
@@ -260,8 +271,17 @@ func bootstrapSentinelMissingRule(in *Input) []*nodediagv1.Finding {
 		return nil
 	}
 	sentinel := bootstrapSentinel(ci)
-	return []*nodediagv1.Finding{BootstrapSentinelMissing.Finding(Params{"sentinel": sentinel},
-		QuoteText(sentinel, "absent"), cloudInitStatusQuote(ci), capi)}
+	quotes := []*nodediagv1.Quote{QuoteText(sentinel, "absent"), cloudInitStatusQuote(ci), capi}
+	// Without an error of cloud-init's (CloudInitFailed quotes those): how
+	// it ended, in its own words (the datasource it used), and the first
+	// error of the bootstrap's output if there is one.
+	if ci.GetStatus() != "error" {
+		if fin := in.Matched("cloud-init-finished"); len(fin) > 0 {
+			quotes = append(quotes, fin[len(fin)-1].Quote())
+		}
+		quotes = append(quotes, in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors)...)
+	}
+	return []*nodediagv1.Finding{BootstrapSentinelMissing.Finding(Params{"sentinel": sentinel}, quotes...)}
 }
 
 // cloudInitThisBoot says whether the evidence shows this boot's /run: the

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -164,14 +165,8 @@ func (in *Input) Claim(l *nodediagv1.LogLine) *Match {
 
 // HasFact says whether the fact signature of that name matched the line.
 func (in *Input) HasFact(l *nodediagv1.LogLine, name string) bool {
-	if info := in.m().byLine[l]; info != nil {
-		for _, f := range info.facts {
-			if f.Sig.Fact == name {
-				return true
-			}
-		}
-	}
-	return false
+	info := in.m().byLine[l]
+	return info != nil && hasFact(info, name)
 }
 
 // Notable says whether the line says something went wrong
@@ -201,28 +196,45 @@ func (in *Input) IsError(l *nodediagv1.LogLine) bool {
 // the log kind: "kubelet", "containerd"), systemd's lines about it left out:
 // what it said as it failed, the most recent last, each message once.
 func (in *Input) LastWords(kind string, n int) []*nodediagv1.Quote {
-	var picked []*nodediagv1.Quote
-	seen := map[string]bool{}
+	return in.errorQuotes([]string{kind}, n, false)
+}
+
+// FirstErrors quotes the first error lines in the window of logs of these
+// kinds ("cloud-init-output", "cloud-init"): the first step that failed,
+// each message once.
+func (in *Input) FirstErrors(kinds []string, n int) []*nodediagv1.Quote {
+	return in.errorQuotes(kinds, n, true)
+}
+
+func (in *Input) errorQuotes(kinds []string, n int, first bool) []*nodediagv1.Quote {
 	var all []Match
 	for _, src := range in.Logs() {
 		for _, l := range src.GetLines() {
-			if l.GetProgram() == "systemd" || lineKind(src, l) != kind || !in.IsError(l) || !in.InWindow(l.GetTime()) || in.HasFact(l, "runtime-cni-noise") {
+			if l.GetProgram() == "systemd" || !slices.Contains(kinds, lineKind(src, l)) || !in.IsError(l) || !in.InWindow(l.GetTime()) || in.HasFact(l, "runtime-cni-noise") {
 				continue
 			}
 			all = append(all, Match{Src: src, Line: l})
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Time().Before(all[j].Time()) })
-	for i := len(all) - 1; i >= 0 && len(picked) < n; i-- {
-		key := strings.Join(templateWords(logline.Parse(all[i].Line.GetText(), time.Time{}).Message), " ")
+	if !first {
+		slices.Reverse(all)
+	}
+	var picked []*nodediagv1.Quote
+	seen := map[string]bool{}
+	for _, m := range all {
+		if len(picked) == n {
+			break
+		}
+		key := strings.Join(templateWords(logline.Parse(m.Line.GetText(), time.Time{}).Message), " ")
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		picked = append(picked, all[i].Quote())
+		picked = append(picked, m.Quote())
 	}
-	for i, j := 0, len(picked)-1; i < j; i, j = i+1, j-1 {
-		picked[i], picked[j] = picked[j], picked[i]
+	if !first {
+		slices.Reverse(picked)
 	}
 	return picked
 }

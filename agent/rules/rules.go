@@ -336,7 +336,7 @@ func (p *Problem) Finding(params Params, quotes ...*nodediagv1.Quote) *nodediagv
 		RefutedBy:   expand(p.RefutedBy, params),
 	}
 	for _, q := range quotes {
-		if q != nil && q.Excerpt != "" {
+		if q != nil && q.Excerpt != "" && !hasQuote(f, q) {
 			f.Evidence = append(f.Evidence, q)
 		}
 	}

@@ -78,9 +78,11 @@ func mineTemplates(in *Input, m *matched) []*Template {
 
 // errorLine says whether a line states an error: its own level (klog E or
 // F, logrus error and above, cloud-init's ERROR), or, for logs whose lines
-// carry no level (the kernel, a script's output), a notable line.
+// carry no level (the kernel, a script's output), a word of failure. The
+// boilerplate around an error (kubeadm's "To see the stack trace of this
+// error ...") is not one.
 func errorLine(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine, info *lineInfo) bool {
-	if !info.notable {
+	if !info.notable || hasFact(info, "boilerplate") {
 		return false
 	}
 	switch logline.Parse(l.GetText(), time.Time{}).Level {
@@ -89,6 +91,15 @@ func errorLine(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine, info *lineInfo
 	case "":
 		switch lineKind(src, l) {
 		case "kernel", "cloud-init-output", "kubeadm", "pod":
+			return logline.Failure(l.GetText())
+		}
+	}
+	return false
+}
+
+func hasFact(info *lineInfo, name string) bool {
+	for _, f := range info.facts {
+		if f.Sig.Fact == name {
 			return true
 		}
 	}
