@@ -25,10 +25,13 @@ var failureWords = []string{
 	// Network and TLS.
 	"no route to host", "reset by peer", "server gave http response",
 	"no host in request", "are pinned", "unexpected status", "not valid",
-	"temporary failure",
+	"temporary failure", "clock difference", "clock drift",
+	// Disks.
+	"over the high threshold",
 	// Downloads and packages (curl, wget, tar, gzip, apt, dnf, yum).
 	"curl: (", "does not look like", "not in gzip format", "no match",
 	"no package", "no installation candidate", "not signed", "no_pubkey",
+	"is to be installed", "; however:",
 	// Kernel (node-problem-detector's kernel monitor watches the same).
 	"out of memory", "oom-kill", "oom_kill", "oom-killer", "killed process",
 	"read-only", "journal has aborted", "aborting journal", "corruption detected",

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodediag/nodediag/agent/host"
 	"github.com/nodediag/nodediag/agent/probe"
@@ -207,6 +209,7 @@ func askVersion(ctx context.Context, h *host.Host, c *binCandidate) *nodediagv1.
 	bi, berr := h.BuildInfo(c.path)
 	if berr != nil {
 		b.Error += "; no Go build info either: " + binValidUTF8(berr.Error())
+		b.NotAProgram = binTextInstead(h, c.path)
 		return b
 	}
 	b.Method = "buildinfo"
@@ -217,6 +220,17 @@ func askVersion(ctx context.Context, h *host.Host, c *binCandidate) *nodediagv1.
 		b.Error += "; the Go build info records no version of " + strings.Join(c.q.modules, " or ")
 	}
 	return b
+}
+
+// binTextInstead is the first line of a binary's file when the file is text
+// and not a script: what a download that failed wrote in its place (an XML
+// or HTML error page, "404: Not Found"). Empty for anything else.
+func binTextInstead(h *host.Host, path string) string {
+	b, _, err := h.ReadFileLimit(path, binOutputMaxBytes)
+	if err != nil || len(b) == 0 || bytes.HasPrefix(b, []byte("#!")) || bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+		return ""
+	}
+	return binFirstLine(string(b))
 }
 
 // canReadBuildInfoInstead says whether a failure to run means the binary

@@ -141,6 +141,13 @@ var (
 		RefutedBy:   "an authorised pull from that registry",
 		Explains:    append([]string{"ImagePullFailed", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
 	})
+	RegistryCertificateUntrusted = register(Problem{
+		ID: "RegistryCertificateUntrusted", Category: CatRegUnreachable, Severity: Error,
+		Title:       "the node does not trust the TLS certificate of a registry: {detail}",
+		Remediation: "Give containerd the registry's CA: ca = \"/etc/containerd/certs.d/<registry>/ca.crt\" in that registry's hosts.toml (config_path), or the CA in the node's trust store (update-ca-certificates) and a restart of containerd; a registry with a self-signed certificate needs its own CA, not skip_verify, in production.",
+		RefutedBy:   "a pull from that registry succeeding",
+		Explains:    append([]string{"ImagePullFailed", "ImageNotFound", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
 	ImagePullFailed = register(Problem{
 		ID: "ImagePullFailed", Category: CatImagePullFailed, Severity: Error, Confidence: Medium,
 		Title:       "image pulls fail: {image}",
@@ -269,6 +276,14 @@ var (
 		RefutedBy:   "a kubeadm run whose preflight passes",
 		Explains:    bootstrapSymptoms,
 	})
+	ImageFilesystemFull = register(Problem{
+		ID: "ImageFilesystemFull", Category: CatDiskPressure, Severity: Error,
+		Title:       "the image filesystem stays above the kubelet's garbage collection threshold{percent_note}",
+		Defaults:    Params{"percent_note": ""},
+		Remediation: "The kubelet keeps trying to delete unused images and cannot get the image filesystem (/var/lib/containerd) below imageGCHighThresholdPercent: the images left are in use. Grow the disk (the OS disk size of the machine template), move /var/lib/containerd to a larger data disk, or remove what fills it (large images, leftover containers: crictl rmi --prune, crictl ps -a); the kubelet evicts pods for imagefs next.",
+		RefutedBy:   "image filesystem usage below imageGCHighThresholdPercent",
+		Explains:    []string{"KubeletDiskEviction", "ImagePullFailed"},
+	})
 	KubeletDiskEviction = register(Problem{
 		ID: "KubeletDiskEviction", Category: CatDiskPressure, Severity: Error,
 		Title:       "the kubelet is evicting pods to reclaim {resource}",
@@ -306,6 +321,7 @@ var (
 	CNIPluginMissing = register(Problem{
 		ID: "CNIPluginMissing", Category: CatCNINotReady, Severity: Error,
 		Title:       "CNI config {file} uses plugin {plugin}, which is not in {bin_dir}",
+		Defaults:    Params{"file": "of the node"},
 		Remediation: "Install the CNI plugin binaries (the CNI add-on's install container copies them, or the containernetworking-plugins package), or fix the plugin type in the config.",
 		RefutedBy:   "the plugin binary present in the CNI bin directory",
 		Explains:    []string{"CNINotInitialized"},

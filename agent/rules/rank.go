@@ -96,6 +96,39 @@ func rank(fs []*nodediagv1.Finding) {
 		}
 		sort.Strings(a.Explains)
 	}
+	// A cause is as severe as what it is shown to cause: a missing CNI
+	// configuration (a warning: normal before the add-on arrives) that
+	// explains a network not ready for an hour (an error) is the error's
+	// cause. A cause found in files or state, with no line of a log, quotes
+	// the first log line of the most severe finding it explains: the line
+	// that shows its effect.
+	for _, a := range fs {
+		if a.Consequence || len(explainedBy) == 0 {
+			continue
+		}
+		var worst *nodediagv1.Finding
+		for _, b := range fs {
+			for _, x := range explainedBy[b] {
+				if x == a && (worst == nil || severityRank[b.Severity] > severityRank[worst.Severity]) {
+					worst = b
+				}
+			}
+		}
+		if worst == nil {
+			continue
+		}
+		if severityRank[worst.Severity] > severityRank[a.Severity] {
+			a.Severity = worst.Severity
+		}
+		if !hasLogQuote(a) {
+			for _, q := range worst.Evidence {
+				if isLogQuote(q) {
+					a.Evidence = append(a.Evidence, q)
+					break
+				}
+			}
+		}
+	}
 	// depth: the longest chain of explainers above a finding (the graph is
 	// acyclic, checked by the catalog test).
 	depth := map[*nodediagv1.Finding]int{}
@@ -165,4 +198,20 @@ func firstTime(f *nodediagv1.Finding) string {
 		}
 	}
 	return best
+}
+
+// hasLogQuote says whether f quotes a line of a log.
+func hasLogQuote(f *nodediagv1.Finding) bool {
+	for _, q := range f.Evidence {
+		if isLogQuote(q) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLogQuote says whether q is a timed line of a log (a journal's, or a
+// file under /var/log), not a state file's.
+func isLogQuote(q *nodediagv1.Quote) bool {
+	return q.Time != nil && (strings.HasPrefix(q.Source, "journal:") || strings.HasPrefix(q.Source, "/var/log/"))
 }

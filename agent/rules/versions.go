@@ -25,6 +25,27 @@ var versionRules = []Rule{
 	{Name: "kubeadm-kubelet-skew", Fn: ruleKubeadmKubeletSkew},
 	{Name: "kubeadm-control-plane-skew", Fn: ruleKubeadmControlPlaneSkew},
 	{Name: "kubectl-skew", Fn: ruleKubectlSkew},
+	{Name: "binary-is-a-download-error", Fn: ruleBinaryIsText},
+}
+
+// ruleBinaryIsText: a kubelet, kubeadm or other binary whose file is text,
+// not a program: a download that failed and was saved in the binary's place
+// (curl without --fail writes the server's XML or HTML error page, wget -O
+// its 404 body). Every use of the binary then fails with a shell syntax
+// error or "exec format error"; the file's first line says what the server
+// answered.
+func ruleBinaryIsText(in *Input) []*nodediagv1.Finding {
+	var out []*nodediagv1.Finding
+	for _, b := range in.Binaries() {
+		text := b.GetNotAProgram()
+		if text == "" {
+			continue
+		}
+		out = append(out, BootstrapDownloadFailed.Finding(
+			Params{"url": b.GetPath(), "what": "the file is not a program but what the server answered"},
+			QuoteText(b.GetPath(), text)))
+	}
+	return out
 }
 
 // binaryVersionsProbe is the name of the probe that fills Binaries: a rule

@@ -1677,7 +1677,11 @@ type Binary struct {
 	Aliases []string `protobuf:"bytes,9,rep,name=aliases,proto3" json:"aliases,omitempty"`
 	// Where path leads once its symlinks are followed, when that differs
 	// from path.
-	ResolvedPath  string `protobuf:"bytes,10,opt,name=resolved_path,json=resolvedPath,proto3" json:"resolved_path,omitempty"`
+	ResolvedPath string `protobuf:"bytes,10,opt,name=resolved_path,json=resolvedPath,proto3" json:"resolved_path,omitempty"`
+	// When the file is not a program but text (not ELF, not a script): its
+	// first line, such as the XML error document of a download saved in the
+	// binary's place (curl without --fail).
+	NotAProgram   string `protobuf:"bytes,11,opt,name=not_a_program,json=notAProgram,proto3" json:"not_a_program,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1778,6 +1782,13 @@ func (x *Binary) GetAliases() []string {
 func (x *Binary) GetResolvedPath() string {
 	if x != nil {
 		return x.ResolvedPath
+	}
+	return ""
+}
+
+func (x *Binary) GetNotAProgram() string {
+	if x != nil {
+		return x.NotAProgram
 	}
 	return ""
 }
@@ -6641,7 +6652,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
 	"\r_fail_swap_on\";\n" +
 	"\bBinaries\x12/\n" +
-	"\bbinaries\x18\x01 \x03(\v2\x13.nodediag.v1.BinaryR\bbinaries\"\x87\x02\n" +
+	"\bbinaries\x18\x01 \x03(\v2\x13.nodediag.v1.BinaryR\bbinaries\"\xab\x02\n" +
 	"\x06Binary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -6653,7 +6664,8 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06method\x18\b \x01(\tR\x06method\x12\x18\n" +
 	"\aaliases\x18\t \x03(\tR\aaliases\x12#\n" +
 	"\rresolved_path\x18\n" +
-	" \x01(\tR\fresolvedPath\"\xcb\x03\n" +
+	" \x01(\tR\fresolvedPath\x12\"\n" +
+	"\rnot_a_program\x18\v \x01(\tR\vnotAProgram\"\xcb\x03\n" +
 	"\aKubeadm\x127\n" +
 	"\vstatic_pods\x18\x01 \x03(\v2\x16.nodediag.v1.StaticPodR\n" +
 	"staticPods\x12A\n" +
