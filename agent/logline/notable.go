@@ -38,6 +38,7 @@ var failureWords = []string{
 	"shutting down filesystem", "i/o error", "blocked for more than", "hung_task",
 	"table full", "dropping packet", "link is down", "link down", "lost carrier",
 	"link status definitely down", "soft lockup", "unregister_netdevice",
+	"netdev watchdog",
 	"unable to handle kernel", "call trace",
 }
 
@@ -53,6 +54,8 @@ var keepWords = []string{
 	// Cluster API's bootstrap script names its sentinel file; cloud-init's
 	// final message names its datasource.
 	"bootstrap-success.complete", "datasource",
+	// A lost link's return.
+	"link is up", "link up", "gained carrier", "link status definitely up",
 }
 
 // Notable says whether a log line is worth keeping as evidence wherever it

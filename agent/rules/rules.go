@@ -91,7 +91,7 @@ type Rule struct {
 // goRules is the explicit list of Go rules, one slice per domain file.
 func goRules() []Rule {
 	var all []Rule
-	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules, podRules, unitRules, containerdRules, runtimeRules, registryRules} {
+	for _, rs := range [][]Rule{kubeletRules, versionRules, bootstrapRules, nodeRules, podRules, unitRules, containerdRules, runtimeRules, registryRules, kernelRules} {
 		all = append(all, rs...)
 	}
 	return all

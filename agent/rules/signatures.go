@@ -44,6 +44,13 @@ type Signature struct {
 	// Params are parameters of the finding that the line implies without
 	// naming them ({"module": "br_netfilter"} for bridge-nf-call-iptables).
 	Params map[string]string `json:"params,omitempty"`
+	// Recent, for a one-shot event (a hung task, a full conntrack table), is
+	// how long before the end of the evidence its last line may be and
+	// still be the node's failure now ("15m"); an older one is a warning:
+	// it happened, and the node went on. An event seen ten times or more
+	// is never stale: the kernel stops reporting hung tasks after
+	// hung_task_warnings (10), however long they hang.
+	Recent string `json:"recent,omitempty"`
 	// Confidence overrides the catalog's for findings of this signature.
 	Confidence string `json:"confidence,omitempty"`
 	// Examples are real lines the signature must claim; Counterexamples
@@ -64,6 +71,7 @@ type Signature struct {
 	hints   []string // see requiredLiterals
 	ctxRe   *regexp.Regexp
 	persist time.Duration
+	recent  time.Duration
 	kinds   map[string]bool
 }
 
@@ -136,8 +144,8 @@ func (s *Signature) compile() error {
 		if !factShape.MatchString(s.Fact) {
 			return fmt.Errorf("fact %q: want lower-kebab-case", s.Fact)
 		}
-		if s.Persist != "" || s.Confidence != "" || s.ContextMatch != "" {
-			return fmt.Errorf("fact %q: persist, confidence and context are for problems", s.Fact)
+		if s.Persist != "" || s.Recent != "" || s.Confidence != "" || s.ContextMatch != "" {
+			return fmt.Errorf("fact %q: persist, recent, confidence and context are for problems", s.Fact)
 		}
 	default:
 		if _, ok := catalog[s.ID]; !ok {
@@ -167,6 +175,13 @@ func (s *Signature) compile() error {
 			return fmt.Errorf("persist %q: not a positive duration", s.Persist)
 		}
 		s.persist = d
+	}
+	if s.Recent != "" {
+		d, err := time.ParseDuration(s.Recent)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("recent %q: not a positive duration", s.Recent)
+		}
+		s.recent = d
 	}
 	switch s.Confidence {
 	case "", Low, Medium, High:
@@ -244,9 +259,37 @@ func signatureFindings(in *Input) []*nodediagv1.Finding {
 		if len(ms) == 0 {
 			continue
 		}
-		out = append(out, sigFinding(id, ms))
+		f := sigFinding(id, ms)
+		staleEvent(in, f, ms)
+		out = append(out, f)
 	}
 	return out
+}
+
+// staleMaxEvents is the count from which an event is never judged stale
+// (the kernel's hung_task_warnings).
+const staleMaxEvents = 10
+
+// staleEvent lowers a one-shot event's finding (its signature's Recent) to a
+// warning when its last line is older than Recent on the evidence's clock.
+func staleEvent(in *Input, f *nodediagv1.Finding, ms []sigMatch) {
+	var recent time.Duration
+	var last time.Time
+	for _, m := range ms {
+		if m.sig.recent > recent {
+			recent = m.sig.recent
+		}
+		if t := m.line.GetTime(); t != nil && t.AsTime().After(last) {
+			last = t.AsTime()
+		}
+	}
+	if recent == 0 || last.IsZero() || in.Clock.IsZero() || len(ms) >= staleMaxEvents {
+		return
+	}
+	if ago := in.Clock.Sub(last); ago > recent && SeverityAtLeast(f.Severity, Warning) {
+		f.Severity, f.Confidence = Warning, Low
+		f.Title += fmt.Sprintf(" (last seen %s before the evidence ends)", humanDuration(ago))
+	}
 }
 
 // persisting keeps the matches of a transient signature only when some of

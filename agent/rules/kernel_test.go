@@ -1,0 +1,112 @@
+package rules
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
+)
+
+var kernelClock = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// kernelInput is a node whose kernel journal holds lines, each at its
+// offset before kernelClock.
+func kernelInput(lines ...struct {
+	ago  time.Duration
+	text string
+}) *Input {
+	ex := &nodediagv1.LogExcerpt{Source: "journal:kernel", Kind: "kernel"}
+	for i, l := range lines {
+		ex.Lines = append(ex.Lines, &nodediagv1.LogLine{N: int32(i + 1), Text: l.text, Program: "kernel", Time: timestamppb.New(kernelClock.Add(-l.ago))})
+	}
+	if n := len(ex.Lines); n > 0 {
+		ex.LastTime = ex.Lines[n-1].Time
+	}
+	ev := &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{{Name: "journal", Status: "ok", Data: &nodediagv1.ProbeEvidence_Journal{Journal: &nodediagv1.Journal{Sources: []*nodediagv1.LogExcerpt{ex}}}}}}
+	return &Input{Ev: ev, Clock: kernelClock, Until: kernelClock}
+}
+
+type kline = struct {
+	ago  time.Duration
+	text string
+}
+
+func TestOOMKilledRule(t *testing.T) {
+	tests := []struct {
+		name     string
+		lines    []kline
+		severity string // "" for no finding
+		process  string
+	}{
+		{"the kubelet killed just now", []kline{{time.Minute, "Memory cgroup out of memory: Killed process 989 (kubelet) total-vm:856872kB, anon-rss:49600kB, file-rss:0kB, shmem-rss:0kB"}}, Error, "kubelet"},
+		{"etcd killed twice, long ago", []kline{{5 * time.Hour, "Out of memory: Killed process 1200 (etcd) total-vm:1kB"}, {4 * time.Hour, "Out of memory: Killed process 1300 (etcd) total-vm:1kB"}}, Error, "etcd"},
+		{"containerd killed once, three hours ago, and nothing since", []kline{{3 * time.Hour, "Out of memory: Kill process 994 (containerd) score 4 or sacrifice child"}}, Warning, "containerd"},
+		{"a workload's container over its limit", []kline{{time.Minute, "Memory cgroup out of memory: Killed process 4242 (java) total-vm:1kB"}}, Info, "java"},
+		{"no kill", []kline{{time.Minute, "eth0: renamed from veth12"}}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := oomKilledRule(kernelInput(tt.lines...))
+			if tt.severity == "" {
+				if len(fs) != 0 {
+					t.Fatalf("findings %v, want none", fs)
+				}
+				return
+			}
+			if len(fs) != 1 || fs[0].Severity != tt.severity || fs[0].Id != OOMKilled.ID {
+				t.Fatalf("findings %v, want one OOMKilled at %s", fs, tt.severity)
+			}
+			if want := "the kernel's OOM killer killed " + tt.process; len(fs[0].Title) < len(want) || fs[0].Title[:len(want)] != want {
+				t.Errorf("title %q, want it to start with %q", fs[0].Title, want)
+			}
+		})
+	}
+}
+
+func TestLinkDownRule(t *testing.T) {
+	down := kline{10 * time.Minute, "ixgbe 0000:af:00.1 enp175s0f1: NIC Link is Down"}
+	up := kline{10*time.Minute - 2*time.Second, "ixgbe 0000:af:00.1 enp175s0f1: NIC Link is Up 10 Gbps, Flow Control: RX/TX"}
+	otherUp := kline{9 * time.Minute, "eth1: Gained carrier"}
+	if fs := linkDownRule(kernelInput(down)); len(fs) != 1 || fs[0].Severity != Error {
+		t.Errorf("a link that stays down: %v, want an error", fs)
+	}
+	if fs := linkDownRule(kernelInput(down, up)); len(fs) != 1 || fs[0].Severity != Warning || len(fs[0].Evidence) != 2 {
+		t.Errorf("a link back 2s later: %v, want a warning quoting both lines", fs)
+	}
+	if fs := linkDownRule(kernelInput(down, otherUp)); len(fs) != 1 || fs[0].Severity != Error {
+		t.Errorf("another link coming up: %v, want an error", fs)
+	}
+}
+
+// TestStaleEvent: a hung task an hour before the evidence ends is a warning;
+// one minute before it, or ten of them (the kernel's hung_task_warnings),
+// an error.
+func TestStaleEvent(t *testing.T) {
+	hung := func(ago time.Duration) kline {
+		return kline{ago, "INFO: task restic:4121 blocked for more than 120 seconds."}
+	}
+	severity := func(lines ...kline) string {
+		in := kernelInput(lines...)
+		for _, f := range signatureFindings(in) {
+			if f.Id == HungTask.ID {
+				return f.Severity
+			}
+		}
+		return ""
+	}
+	if got := severity(hung(time.Hour)); got != Warning {
+		t.Errorf("an hour ago: %s, want warning", got)
+	}
+	if got := severity(hung(time.Minute)); got != Error {
+		t.Errorf("a minute ago: %s, want error", got)
+	}
+	var ten []kline
+	for i := 0; i < 10; i++ {
+		ten = append(ten, hung(3*time.Hour-time.Duration(i)*2*time.Minute))
+	}
+	if got := severity(ten...); got != Error {
+		t.Errorf("ten reports hours ago: %s, want error (the kernel stopped reporting)", got)
+	}
+}
