@@ -65,6 +65,15 @@ func Host(ctx context.Context, h *host.Host, o Options) (*nodediagv1.Report, err
 	if now := o.Context.Now; !now.IsZero() {
 		h.Now = func() time.Time { return now }
 	}
+	// The window's start, for the probes that need not read before it: an
+	// absolute --since, or --since DURATION on a host whose clock is known
+	// before its evidence is read (a live one, or --now).
+	switch {
+	case !o.Context.Since.IsZero():
+		h.Since = o.Context.Since
+	case o.Context.SinceAgo > 0 && (!o.Context.Now.IsZero() || h.Live()):
+		h.Since = h.Now().Add(-o.Context.SinceAgo)
+	}
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)

@@ -191,6 +191,9 @@ func TestUnreadableIsReportedNotFatal(t *testing.T) {
 	h := hosttest.Tree(t, map[string]string{
 		"proc/swaps":    "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n",
 		"var/log/x.log": "",
+		// A kubelet's unit: this is a node (a machine without any is
+		// judged not to be one, and its swap is no finding).
+		"usr/lib/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet\n",
 	})
 	if err := mkfifo(filepath.Join(h.Root, "var/log/syslog")); err != nil {
 		t.Skip(err)

@@ -70,6 +70,10 @@ type Host struct {
 	// artifact tree keeps a node's /var/log/cloud-init-output.log as
 	// machines/NAME/cloud-init-output.log (see files.go).
 	Files map[string]string
+	// Since, when set, is the start of the window the caller will judge
+	// (--since): probes of time-ordered evidence (the journal) need not read
+	// what comes before it.
+	Since time.Time
 }
 
 // New returns a Host for root. A nil runner runs nothing (NoExec).

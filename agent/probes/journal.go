@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -151,7 +152,7 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 			probe.Unreadable(pe, "journal:"+u.unit, fmt.Errorf("not read: %w", err))
 			continue
 		}
-		ex, state, err := journalUnit(ctx, src, u.unit, u.kind, data.BootId)
+		ex, state, err := journalUnit(ctx, src, u.unit, u.kind, data.BootId, h.Since)
 		if err != nil {
 			probe.Unreadable(pe, "journal:"+u.unit, err)
 			continue
@@ -165,7 +166,7 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 	}
 	if err := ctx.Err(); err != nil {
 		probe.Unreadable(pe, journalKernel, fmt.Errorf("not read: %w", err))
-	} else if ex, err := journalKernelLines(ctx, src, data.BootId); err != nil {
+	} else if ex, err := journalKernelLines(ctx, src, data.BootId, h.Since); err != nil {
 		probe.Unreadable(pe, journalKernel, err)
 	} else if ex != nil {
 		data.Sources = append(data.Sources, ex)
@@ -174,14 +175,17 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 	return pe, nil
 }
 
-// journalUnit reads one unit's entries of a boot; nil, nil when it has none.
-func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string) (*nodediagv1.LogExcerpt, *nodediagv1.UnitState, error) {
+// journalUnit reads one unit's entries of a boot, from since when it is set
+// (--since: the reader finds it by bisection, as journalctl does); nil, nil
+// when it has none.
+func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string, since time.Time) (*nodediagv1.LogExcerpt, *nodediagv1.UnitState, error) {
 	q := journal.Query{
 		Any: [][]journal.Term{
 			{{Field: "_SYSTEMD_UNIT", Value: unit}},
 			{{Field: "UNIT", Value: unit}, {Field: "_PID", Value: "1"}},
 		},
 		BootID: bootID,
+		Since:  since,
 		Fields: journalFields,
 	}
 	ex := &nodediagv1.LogExcerpt{Source: "journal:" + unit, Kind: kind}
@@ -221,8 +225,8 @@ func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string
 
 // journalKernelLines reads the kernel's entries of a boot (_TRANSPORT=kernel),
 // kept by the same policy as a unit's lines; nil, nil when it has none.
-func journalKernelLines(ctx context.Context, j journalSource, bootID string) (*nodediagv1.LogExcerpt, error) {
-	q := journal.Query{Any: [][]journal.Term{{{Field: "_TRANSPORT", Value: "kernel"}}}, BootID: bootID, Fields: journalFields}
+func journalKernelLines(ctx context.Context, j journalSource, bootID string, since time.Time) (*nodediagv1.LogExcerpt, error) {
+	q := journal.Query{Any: [][]journal.Term{{{Field: "_TRANSPORT", Value: "kernel"}}}, BootID: bootID, Since: since, Fields: journalFields}
 	ex := &nodediagv1.LogExcerpt{Source: journalKernel, Kind: "kernel"}
 	k := newLineKeeper()
 	n := 0

@@ -104,6 +104,25 @@ func TestJournalProbe(t *testing.T) {
 	if _, ok := bySource["journal:containerd.service"]; !ok {
 		t.Error("containerd's journal was not read")
 	}
+
+	// --since: the entries before it are not read at all (the reader finds
+	// the start by bisection).
+	h.Since = jT0.Add(base + 30*time.Second)
+	pe, err = journalProbe{}.Run(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range pe.GetJournal().GetSources() {
+		if s.Source == "journal:kubelet.service" && s.TotalLines != 12 {
+			t.Errorf("--since: %d kubelet lines read, want 12 (the last three restarts)", s.TotalLines)
+		}
+		for _, l := range s.Lines {
+			if l.Time.AsTime().Before(h.Since) {
+				t.Errorf("--since: a line before it: %s", l.Text)
+			}
+		}
+	}
+	h.Since = time.Time{}
 	for s := range bySource {
 		if strings.Contains(s, "ssh") {
 			t.Errorf("a unit nobody asked for was read: %s", s)

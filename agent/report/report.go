@@ -30,12 +30,14 @@ import (
 func Build(ev *nodediagv1.Evidence, res rules.Result, nodeName string) *nodediagv1.Report {
 	v := version.Get()
 	r := &nodediagv1.Report{
-		Agent:    &nodediagv1.AgentInfo{Version: v.Version, Revision: v.Revision},
-		Host:     hostInfo(ev, nodeName),
-		Window:   res.Window,
-		Findings: res.Findings,
-		Gaps:     res.Gaps,
-		Evidence: ev,
+		Agent:         &nodediagv1.AgentInfo{Version: v.Version, Revision: v.Revision},
+		Host:          hostInfo(ev, nodeName),
+		Window:        res.Window,
+		Findings:      res.Findings,
+		Gaps:          res.Gaps,
+		Evidence:      ev,
+		Verdict:       res.Verdict,
+		VerdictReason: res.VerdictReason,
 	}
 	for _, pe := range ev.GetProbes() {
 		r.Probes = append(r.Probes, &nodediagv1.ProbeStatus{
@@ -65,14 +67,18 @@ func hostInfo(ev *nodediagv1.Evidence, nodeName string) *nodediagv1.HostInfo {
 	return h
 }
 
-// ExitCode is 1 when a finding is at error or above, else 0.
+// ExitCode is 1 when a finding is at error or above, else 0; 2 when the
+// check could not judge the node (no evidence, permission denied, probes
+// that did not finish without an error found), 0 for a root that is no
+// Kubernetes node (docs/CONTRACTS.md).
 func ExitCode(r *nodediagv1.Report) int {
+	hasError := false
 	for _, f := range r.GetFindings() {
 		if rules.SeverityAtLeast(f.GetSeverity(), rules.Error) {
-			return 1
+			hasError = true
 		}
 	}
-	return 0
+	return rules.VerdictExit(r.GetVerdict(), hasError)
 }
 
 // WriteJSON writes the report as the JSON contract: proto field names,

@@ -33,6 +33,9 @@ func WriteText(w io.Writer, r *nodediagv1.Report) error {
 	if win := r.GetWindow(); win != nil {
 		fmt.Fprintf(bw, "window %s .. %s\n", fmtTS(win.GetSince(), "start of evidence"), fmtTS(win.GetUntil(), "now"))
 	}
+	if v := r.GetVerdict(); v != "" {
+		fmt.Fprintf(bw, "verdict: %s: %s\n", terminalSafe(v), terminalSafe(oneLine(r.GetVerdictReason())))
+	}
 	for i, f := range r.GetFindings() {
 		fmt.Fprintln(bw)
 		writeFinding(bw, i+1, f)
@@ -113,6 +116,16 @@ func Summary(r *nodediagv1.Report) string {
 		}
 	}
 	node := r.GetHost().GetNodeName()
+	switch v := r.GetVerdict(); {
+	case v == rules.VerdictIncomplete && ExitCode(r) == 1:
+		// Below: the error found, then what was not read.
+	case v != "":
+		msg := "SUMMARY " + v + " " + orDash(node) + ": " + oneLine(r.GetVerdictReason())
+		if len(tally) > 0 {
+			msg += " (" + strings.Join(tally, ", ") + ")"
+		}
+		return terminalSafe(msg)
+	}
 	if ExitCode(r) == 0 {
 		msg := "SUMMARY ok " + orDash(node) + ": no finding at error or above"
 		if len(tally) > 0 {
@@ -132,7 +145,11 @@ func Summary(r *nodediagv1.Report) string {
 		}
 	}
 	top := r.GetFindings()[0]
-	return terminalSafe(fmt.Sprintf("SUMMARY %s %s %s: %s (%s)", worst, orDash(node), top.GetId(), oneLine(top.GetTitle()), strings.Join(tally, ", ")))
+	msg := fmt.Sprintf("SUMMARY %s %s %s: %s (%s)", worst, orDash(node), top.GetId(), oneLine(top.GetTitle()), strings.Join(tally, ", "))
+	if r.GetVerdict() == rules.VerdictIncomplete {
+		msg += "; incomplete: " + oneLine(r.GetVerdictReason())
+	}
+	return terminalSafe(msg)
 }
 
 func fmtTS(t *timestamppb.Timestamp, zero string) string {

@@ -63,6 +63,10 @@ type Result struct {
 	Window   *nodediagv1.Window
 	// Gaps are the evidence that could not be collected, as sentences.
 	Gaps []string
+	// Verdict says what the check can say of the root as a whole when its
+	// findings are no diagnosis of a node (verdict.go), and VerdictReason
+	// why; both empty otherwise.
+	Verdict, VerdictReason string
 }
 
 // Input is the evidence as the rules see it.
@@ -123,11 +127,14 @@ func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 	fs = merge(fs, signatureFindings(in))
 	fs = append(fs, unrecognisedErrors(in, fs)...)
 	roleAdjust(in, fs)
+	verdict, reason := judgeVerdict(in, fs)
 	rank(fs)
 	return Result{
-		Findings: fs,
-		Window:   &nodediagv1.Window{Since: ts(in.Since), Until: ts(in.Until)},
-		Gaps:     gaps(ev),
+		Findings:      fs,
+		Window:        &nodediagv1.Window{Since: ts(in.Since), Until: ts(in.Until)},
+		Gaps:          gaps(ev),
+		Verdict:       verdict,
+		VerdictReason: reason,
 	}
 }
 

@@ -225,7 +225,7 @@ func runtimeNetworkNotReady(in *Input) []*nodediagv1.Finding {
 	confidence := Medium
 	ms := runtimeSignatureMatches(in, CNINotInitialized.ID)
 	if len(ms) > 0 {
-		if run := persistingRun(ms, ms[0].sig.persist); len(run) > 0 && ms[0].sig.persist > 0 {
+		if run := persistingRun(ms, in.persistFor(ms[0].sig.persist)); len(run) > 0 && ms[0].sig.persist > 0 {
 			params["duration"] = humanDuration(span(run))
 			confidence = High
 		}

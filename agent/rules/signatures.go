@@ -255,7 +255,7 @@ func signatureFindings(in *Input) []*nodediagv1.Finding {
 	}
 	var out []*nodediagv1.Finding
 	for _, id := range order {
-		ms := persisting(byID[id])
+		ms := persisting(byID[id], in.persistFor)
 		if len(ms) == 0 {
 			continue
 		}
@@ -299,7 +299,7 @@ func staleEvent(in *Input, f *nodediagv1.Finding, ms []sigMatch) {
 // transient is not a cause until it outlasts bootstrap, and two blips days
 // apart on a long-running node (a control plane rollout, a CNI upgrade) are
 // not an outage.
-func persisting(ms []sigMatch) []sigMatch {
+func persisting(ms []sigMatch, persistFor func(time.Duration) time.Duration) []sigMatch {
 	bySig := map[*Signature][]sigMatch{}
 	for _, m := range ms {
 		bySig[m.sig] = append(bySig[m.sig], m)
@@ -310,7 +310,7 @@ func persisting(ms []sigMatch) []sigMatch {
 			keep[sig] = group
 			continue
 		}
-		keep[sig] = persistingRun(group, sig.persist)
+		keep[sig] = persistingRun(group, persistFor(sig.persist))
 	}
 	var out []sigMatch
 	for _, m := range ms {
@@ -322,6 +322,20 @@ func persisting(ms []sigMatch) []sigMatch {
 		}
 	}
 	return out
+}
+
+// persistFor is how long a transient must last in this window: its persist
+// time, or, in a window the operator made shorter (--since 10m), the whole
+// window but a minute: an error that fills the window the operator asked
+// about persists in it.
+func (in *Input) persistFor(d time.Duration) time.Duration {
+	if in.Ctx.Since.IsZero() && in.Ctx.SinceAgo == 0 || in.Since.IsZero() {
+		return d
+	}
+	if w := in.Until.Sub(in.Since) - time.Minute; w < d {
+		return max(w, time.Minute)
+	}
+	return d
 }
 
 // persistingRun returns the matches of the last qualifying run, or nil.

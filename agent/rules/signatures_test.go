@@ -362,6 +362,24 @@ func TestSignaturePersist(t *testing.T) {
 	}
 }
 
+// TestPersistInAShortWindow: in a window the operator made shorter than a
+// transient's persist time (--since 8m), an error that fills the window
+// persists in it; the same lines judged without --since are a bootstrap's.
+func TestPersistInAShortWindow(t *testing.T) {
+	var ls []*nodediagv1.LogLine
+	for i := 0; i <= 16; i++ {
+		ls = append(ls, logLine(int32(i+1), time.Duration(i)*30*time.Second, `E0410 03:19:34.348346   19807 kubelet_node_status.go:108] "Unable to register node with API server" err="Post \"https://controlplane:6553/api/v1/nodes\": dial tcp 192.168.227.136:6553: connect: connection refused" node="node01"`))
+	}
+	ev := logsEvidence(&nodediagv1.LogExcerpt{Source: "/var/log/kubelet.log", Kind: "kubelet", Lines: ls})
+	now := t0.Add(8*time.Minute + time.Second)
+	if f := findingByID(analyze(t, ev, rules.Context{Now: now}), "APIServerUnreachable"); f != nil {
+		t.Errorf("8 minutes of errors without --since: %v, want nothing (a bootstrap transient)", f)
+	}
+	if f := findingByID(analyze(t, ev, rules.Context{Now: now, SinceAgo: 8 * time.Minute}), "APIServerUnreachable"); f == nil {
+		t.Error("--since 8m, the errors throughout it: no finding")
+	}
+}
+
 // TestSignatureWindow: lines before the window are ignored.
 func TestSignatureWindow(t *testing.T) {
 	flag := func(n int32, at time.Duration, f string) *nodediagv1.LogLine {

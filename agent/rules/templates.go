@@ -155,6 +155,7 @@ func similarity(a, b []string) float64 {
 // d that goes on to the end of their log (the persist rule of the
 // signatures), most lines first.
 func persistingTemplates(in *Input, d time.Duration) []*Template {
+	d = in.persistFor(d)
 	var out []*Template
 	for _, t := range in.m().templates {
 		var timed []time.Time
