@@ -164,6 +164,24 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 			data.Units = append(data.Units, state)
 		}
 	}
+	// A unit with no entry in this boot: its last run in the boot before (a
+	// kubelet that was not enabled does not come back after a reboot).
+	if len(boots) >= 2 && h.Since.IsZero() {
+		prev := boots[len(boots)-2].ID
+		for _, unit := range []string{"kubelet.service", "containerd.service"} {
+			if ctx.Err() != nil || journalHasSource(data, "journal:"+unit) {
+				continue
+			}
+			run, err := journalLastRun(ctx, src, unit, prev)
+			if err != nil {
+				probe.Unreadable(pe, "journal:"+unit+" (boot "+prev+")", err)
+				continue
+			}
+			if run != nil {
+				data.EarlierRuns = append(data.EarlierRuns, run)
+			}
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		probe.Unreadable(pe, journalKernel, fmt.Errorf("not read: %w", err))
 	} else if ex, err := journalKernelLines(ctx, src, data.BootId, h.Since); err != nil {
@@ -221,6 +239,48 @@ func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string
 	}
 	k.finish(ex)
 	return ex, st.state(), nil
+}
+
+func journalHasSource(j *nodediagv1.Journal, source string) bool {
+	for _, s := range j.GetSources() {
+		if s.GetSource() == source {
+			return true
+		}
+	}
+	return false
+}
+
+// journalLastRun is what a unit did in an earlier boot: its entries and
+// systemd's about it, counted, and the last one kept. Nil without any.
+func journalLastRun(ctx context.Context, j journalSource, unit, bootID string) (*nodediagv1.UnitLastRun, error) {
+	q := journal.Query{
+		Any: [][]journal.Term{
+			{{Field: "_SYSTEMD_UNIT", Value: unit}},
+			{{Field: "UNIT", Value: unit}, {Field: "_PID", Value: "1"}},
+		},
+		BootID: bootID,
+		Fields: []string{"MESSAGE"},
+	}
+	run := &nodediagv1.UnitLastRun{Unit: unit, BootId: bootID}
+	err := j.Query(q, func(e *journal.Entry) bool {
+		if run.Entries%1024 == 0 && ctx.Err() != nil {
+			return false
+		}
+		if run.Entries == 0 {
+			run.First = timestamppb.New(e.Realtime)
+		}
+		run.Entries++
+		run.Last = timestamppb.New(e.Realtime)
+		run.LastLine = strings.TrimRight(e.Fields["MESSAGE"], "\n")
+		return true
+	})
+	if err != nil && run.Entries == 0 {
+		return nil, err
+	}
+	if run.Entries == 0 {
+		return nil, nil
+	}
+	return run, nil
 }
 
 // journalKernelLines reads the kernel's entries of a boot (_TRANSPORT=kernel),

@@ -99,6 +99,9 @@ func (kubeletConfig) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEv
 
 	units, masked := findKubeletUnit(h, pe)
 	kc.Masked = masked
+	if len(units) > 0 && !masked {
+		kc.Enablement, kc.WantedBy = kubeletEnablement(h)
+	}
 	if len(units) == 0 {
 		if !kubeletTraces(h, pe) {
 			return nil, fmt.Errorf("no %s, no kubelet environment file and no %s: %w", kubeletUnitName, kubeletStateDir, probe.ErrNotApplicable)
@@ -230,6 +233,35 @@ func (kubeletConfig) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEv
 type unitSource struct {
 	Path       string
 	Directives []unitDirective
+}
+
+// kubeletWantsDirs are where systemctl enable links a unit so that its
+// target starts it at boot (systemd.unit(5), [Install] WantedBy=).
+var kubeletWantsDirs = []string{
+	"/etc/systemd/system/multi-user.target.wants",
+	"/etc/systemd/system/default.target.wants",
+	"/etc/systemd/system/graphical.target.wants",
+	"/usr/lib/systemd/system/multi-user.target.wants",
+	"/lib/systemd/system/multi-user.target.wants",
+}
+
+// kubeletEnablement says whether systemd starts kubelet.service at boot: a
+// link in a target's .wants directory ("enabled", and where), or none
+// ("disabled": the unit only runs when something starts it, and a reboot
+// leaves the node without a kubelet). Nothing is said when a directory
+// cannot be read.
+func kubeletEnablement(h *host.Host) (enablement, wantedBy string) {
+	for _, d := range kubeletWantsDirs {
+		p := d + "/" + kubeletUnitName
+		ok, err := h.Exists(p)
+		if err != nil {
+			return "", ""
+		}
+		if ok {
+			return "enabled", p
+		}
+	}
+	return "disabled", ""
 }
 
 // findKubeletUnit returns kubelet.service and its drop-ins in the order

@@ -3,7 +3,6 @@ package rules
 import (
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -226,7 +225,7 @@ func (in *Input) errorQuotes(kinds []string, n int, first bool) []*nodediagv1.Qu
 		if len(picked) == n {
 			break
 		}
-		key := strings.Join(templateWords(logline.Parse(m.Line.GetText(), time.Time{}).Message), " ")
+		key := messageTemplate(m.Line.GetText())
 		if seen[key] {
 			continue
 		}

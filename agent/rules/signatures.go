@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodediag/nodediag/agent/logline"
 	"github.com/nodediag/nodediag/agent/redact"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -406,19 +407,21 @@ func span(ms []sigMatch) time.Duration {
 const maxQuotes = 3
 
 // pickQuotes chooses which matches to quote, in evidence order: the first
-// match of each distinct signature (different lines prove different sides
-// of the problem: kubeadm's preflight error and containerd's own refusal to
-// load its config), then the last matches (it still happens).
+// match of each distinct message (different lines prove different sides of
+// the problem: kubeadm's preflight error and containerd's own refusal to load
+// its config; an EOF and a timeout of the same API server), then the last
+// matches (it still happens).
 func pickQuotes(ms []sigMatch) []int {
 	var picks []int
 	picked := map[int]bool{}
-	seen := map[*Signature]bool{}
+	seen := map[string]bool{}
 	for i, m := range ms {
 		if len(picks) == maxQuotes {
 			break
 		}
-		if !seen[m.sig] {
-			seen[m.sig] = true
+		key := messageTemplate(m.line.GetText())
+		if !seen[key] {
+			seen[key] = true
 			picks = append(picks, i)
 			picked[i] = true
 		}
@@ -431,6 +434,12 @@ func pickQuotes(ms []sigMatch) []int {
 	}
 	sort.Ints(picks)
 	return picks
+}
+
+// messageTemplate is a line's message with its values masked (templates.go):
+// lines of the same template say the same thing.
+func messageTemplate(text string) string {
+	return strings.Join(templateWords(logline.Parse(text, time.Time{}).Message), " ")
 }
 
 func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {

@@ -3,6 +3,9 @@ package rules
 import (
 	"fmt"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -19,6 +22,7 @@ import (
 // kubelet's configuration, the kubelet exits at every start.
 var unitRules = []Rule{
 	{Name: "kubelet-unit", Fn: kubeletUnitRule},
+	{Name: "kubelet-not-this-boot", Fn: kubeletNotThisBootRule},
 	{Name: "containerd-unit", Fn: containerdUnitRule},
 }
 
@@ -258,4 +262,51 @@ func kubeletUsesContainerd(in *Input) bool {
 	}
 	e := strings.ToLower(endpoint)
 	return strings.Contains(e, "containerd") || strings.Contains(e, "docker")
+}
+
+// kubeletNotThisBootRule: the kubelet ran in the boot before and has not run
+// in this one, which the journal covers (other units logged): systemd did
+// not start it. The usual cause is a kubelet.service that was started by
+// hand or by a script but never enabled, so that the node lost its kubelet
+// at the reboot; the unit's enablement is quoted when the probe read it.
+// Not judged when systemd itself was asked (the units probe: its state is
+// the truth) or while cloud-init still runs (kubeadm starts the kubelet).
+func kubeletNotThisBootRule(in *Input) []*nodediagv1.Finding {
+	j := in.Journal()
+	if j == nil || bootstrapRunning(in) {
+		return nil
+	}
+	if u := probeData(in, (*nodediagv1.ProbeEvidence).GetUnits).GetUnits(); len(u) > 0 {
+		return nil
+	}
+	var run *nodediagv1.UnitLastRun
+	for _, r := range j.GetEarlierRuns() {
+		if r.GetUnit() == unitKubelet {
+			run = r
+		}
+	}
+	if run == nil || len(j.GetSources()) == 0 && len(j.GetBoots()) < 2 {
+		return nil
+	}
+	var bootStart *timestamppb.Timestamp
+	for _, b := range j.GetBoots() {
+		if b.GetBootId() == j.GetBootId() {
+			bootStart = b.GetFirst()
+		}
+	}
+	detail := "kubelet.service has not run in this boot"
+	if bootStart != nil {
+		detail += " (since " + bootStart.AsTime().UTC().Format(time.RFC3339) + ")"
+	}
+	quotes := []*nodediagv1.Quote{{Source: "journal:" + unitKubelet, Time: run.GetLast(), Excerpt: clip(run.GetLastLine())}}
+	kc := in.KubeletConfig()
+	switch kc.GetEnablement() {
+	case "disabled":
+		detail += "; it is not enabled"
+		quotes = append(quotes, QuoteText("/etc/systemd/system/multi-user.target.wants/"+unitKubelet, "absent: systemd does not start kubelet.service at boot (systemctl enable kubelet)"))
+	case "enabled":
+		quotes = append(quotes, QuoteText(kc.GetWantedBy(), "present: kubelet.service is enabled, yet it did not start"))
+	}
+	quotes = append(quotes, QuoteText("journal:"+unitKubelet, fmt.Sprintf("last boot with kubelet entries: %s, %d entries, the last at %s", run.GetBootId(), run.GetEntries(), run.GetLast().AsTime().UTC().Format(time.RFC3339))))
+	return []*nodediagv1.Finding{KubeletNotRunning.Finding(Params{"detail": detail}, quotes...)}
 }

@@ -338,9 +338,17 @@ func ruleVersionMismatch(in *Input) []*nodediagv1.Finding {
 		if got == nil || !versionDiffers(got.v, want.v) {
 			continue
 		}
+		quotes := []*nodediagv1.Quote{got.quote, want.quote}
+		if name == "kubelet" {
+			// What the kubelet that ran said of itself: the binary on disk
+			// and the one that ran may differ.
+			if logged := loggedKubeletVersion(in); logged != nil && !versionDiffers(logged.v, got.v) {
+				quotes = append(quotes, logged.quote)
+			}
+		}
 		out = append(out, VersionMismatch.Finding(
 			Params{"binary": name, "version": got.text, "expected": want.text, "path": b.GetPath()},
-			got.quote, want.quote,
+			quotes...,
 		))
 	}
 	return out

@@ -192,6 +192,8 @@ func (n Node) kubeletUnit() Tree {
 		envFile = "/etc/default/kubelet"
 	}
 	return Tree{
+		// systemctl enable kubelet, as the kubeadm install guide has it.
+		"etc/systemd/system/multi-user.target.wants/kubelet.service": "->/usr/lib/systemd/system/kubelet.service",
 		"usr/lib/systemd/system/kubelet.service": `[Unit]
 Description=kubelet: The Kubernetes Node Agent
 Documentation=https://kubernetes.io/docs/

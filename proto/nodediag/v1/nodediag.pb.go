@@ -1193,7 +1193,12 @@ type KubeletConfig struct {
 	ExecPath string `protobuf:"bytes,7,opt,name=exec_path,json=execPath,proto3" json:"exec_path,omitempty"`
 	// True when kubelet.service is masked (its unit file is a symlink to
 	// /dev/null or empty): systemd does not start it, whatever its files say.
-	Masked        bool `protobuf:"varint,8,opt,name=masked,proto3" json:"masked,omitempty"`
+	Masked bool `protobuf:"varint,8,opt,name=masked,proto3" json:"masked,omitempty"`
+	// Whether systemd starts kubelet.service at boot: "enabled" (a link in a
+	// .wants directory of a target: wanted_by), "disabled" (the unit, no link),
+	// "" when the probe could not tell.
+	Enablement    string `protobuf:"bytes,9,opt,name=enablement,proto3" json:"enablement,omitempty"`
+	WantedBy      string `protobuf:"bytes,10,opt,name=wanted_by,json=wantedBy,proto3" json:"wanted_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1282,6 +1287,20 @@ func (x *KubeletConfig) GetMasked() bool {
 		return x.Masked
 	}
 	return false
+}
+
+func (x *KubeletConfig) GetEnablement() string {
+	if x != nil {
+		return x.Enablement
+	}
+	return ""
+}
+
+func (x *KubeletConfig) GetWantedBy() string {
+	if x != nil {
+		return x.WantedBy
+	}
+	return ""
 }
 
 type EnvFile struct {
@@ -3450,7 +3469,10 @@ type Journal struct {
 	// Unit state derived from the journal (systemd's own messages about the
 	// unit): restarts, last exit. The units probe reads it from systemd itself
 	// when the bus is reachable.
-	Units         []*UnitState `protobuf:"bytes,6,rep,name=units,proto3" json:"units,omitempty"`
+	Units []*UnitState `protobuf:"bytes,6,rep,name=units,proto3" json:"units,omitempty"`
+	// For a unit with no entry in the boot the window covers: its last run in
+	// an earlier boot (a kubelet that did not come back after a reboot).
+	EarlierRuns   []*UnitLastRun `protobuf:"bytes,7,rep,name=earlier_runs,json=earlierRuns,proto3" json:"earlier_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3527,6 +3549,100 @@ func (x *Journal) GetUnits() []*UnitState {
 	return nil
 }
 
+func (x *Journal) GetEarlierRuns() []*UnitLastRun {
+	if x != nil {
+		return x.EarlierRuns
+	}
+	return nil
+}
+
+// UnitLastRun is a unit's run in an earlier boot.
+type UnitLastRun struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Unit   string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	BootId string                 `protobuf:"bytes,2,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	// The times of its first and last entries in that boot, and how many.
+	First   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=first,proto3" json:"first,omitempty"`
+	Last    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last,proto3" json:"last,omitempty"`
+	Entries int64                  `protobuf:"varint,5,opt,name=entries,proto3" json:"entries,omitempty"`
+	// Its last entry (often systemd's "Stopped ..." of the shutdown).
+	LastLine      string `protobuf:"bytes,6,opt,name=last_line,json=lastLine,proto3" json:"last_line,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnitLastRun) Reset() {
+	*x = UnitLastRun{}
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitLastRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitLastRun) ProtoMessage() {}
+
+func (x *UnitLastRun) ProtoReflect() protoreflect.Message {
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitLastRun.ProtoReflect.Descriptor instead.
+func (*UnitLastRun) Descriptor() ([]byte, []int) {
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *UnitLastRun) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *UnitLastRun) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
+func (x *UnitLastRun) GetFirst() *timestamppb.Timestamp {
+	if x != nil {
+		return x.First
+	}
+	return nil
+}
+
+func (x *UnitLastRun) GetLast() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Last
+	}
+	return nil
+}
+
+func (x *UnitLastRun) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *UnitLastRun) GetLastLine() string {
+	if x != nil {
+		return x.LastLine
+	}
+	return ""
+}
+
 type JournalFile struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Path      string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -3542,7 +3658,7 @@ type JournalFile struct {
 
 func (x *JournalFile) Reset() {
 	*x = JournalFile{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3670,7 @@ func (x *JournalFile) String() string {
 func (*JournalFile) ProtoMessage() {}
 
 func (x *JournalFile) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[36]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3683,7 @@ func (x *JournalFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalFile.ProtoReflect.Descriptor instead.
 func (*JournalFile) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{36}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JournalFile) GetPath() string {
@@ -3623,7 +3739,7 @@ type JournalBoot struct {
 
 func (x *JournalBoot) Reset() {
 	*x = JournalBoot{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3751,7 @@ func (x *JournalBoot) String() string {
 func (*JournalBoot) ProtoMessage() {}
 
 func (x *JournalBoot) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[37]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3764,7 @@ func (x *JournalBoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalBoot.ProtoReflect.Descriptor instead.
 func (*JournalBoot) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{37}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JournalBoot) GetBootId() string {
@@ -3684,7 +3800,7 @@ type Units struct {
 
 func (x *Units) Reset() {
 	*x = Units{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3812,7 @@ func (x *Units) String() string {
 func (*Units) ProtoMessage() {}
 
 func (x *Units) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[38]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3825,7 @@ func (x *Units) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Units.ProtoReflect.Descriptor instead.
 func (*Units) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{38}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Units) GetUnits() []*UnitState {
@@ -3754,7 +3870,7 @@ type UnitState struct {
 
 func (x *UnitState) Reset() {
 	*x = UnitState{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[39]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3882,7 @@ func (x *UnitState) String() string {
 func (*UnitState) ProtoMessage() {}
 
 func (x *UnitState) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[39]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3895,7 @@ func (x *UnitState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitState.ProtoReflect.Descriptor instead.
 func (*UnitState) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{39}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnitState) GetName() string {
@@ -3926,7 +4042,7 @@ type Containerd struct {
 
 func (x *Containerd) Reset() {
 	*x = Containerd{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4054,7 @@ func (x *Containerd) String() string {
 func (*Containerd) ProtoMessage() {}
 
 func (x *Containerd) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[40]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4067,7 @@ func (x *Containerd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Containerd.ProtoReflect.Descriptor instead.
 func (*Containerd) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{40}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Containerd) GetConfigFile() string {
@@ -4132,7 +4248,7 @@ type HostsFile struct {
 
 func (x *HostsFile) Reset() {
 	*x = HostsFile{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4260,7 @@ func (x *HostsFile) String() string {
 func (*HostsFile) ProtoMessage() {}
 
 func (x *HostsFile) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[41]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4273,7 @@ func (x *HostsFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostsFile.ProtoReflect.Descriptor instead.
 func (*HostsFile) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{41}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HostsFile) GetPath() string {
@@ -4220,7 +4336,7 @@ type RegistryEndpoint struct {
 
 func (x *RegistryEndpoint) Reset() {
 	*x = RegistryEndpoint{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4232,7 +4348,7 @@ func (x *RegistryEndpoint) String() string {
 func (*RegistryEndpoint) ProtoMessage() {}
 
 func (x *RegistryEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[42]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4361,7 @@ func (x *RegistryEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryEndpoint.ProtoReflect.Descriptor instead.
 func (*RegistryEndpoint) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{42}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegistryEndpoint) GetRegistry() string {
@@ -4333,7 +4449,7 @@ type Runtime struct {
 
 func (x *Runtime) Reset() {
 	*x = Runtime{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +4461,7 @@ func (x *Runtime) String() string {
 func (*Runtime) ProtoMessage() {}
 
 func (x *Runtime) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[43]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4358,7 +4474,7 @@ func (x *Runtime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runtime.ProtoReflect.Descriptor instead.
 func (*Runtime) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{43}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Runtime) GetSocket() string {
@@ -4443,7 +4559,7 @@ type RuntimeCondition struct {
 
 func (x *RuntimeCondition) Reset() {
 	*x = RuntimeCondition{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4455,7 +4571,7 @@ func (x *RuntimeCondition) String() string {
 func (*RuntimeCondition) ProtoMessage() {}
 
 func (x *RuntimeCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[44]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4468,7 +4584,7 @@ func (x *RuntimeCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuntimeCondition.ProtoReflect.Descriptor instead.
 func (*RuntimeCondition) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{44}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RuntimeCondition) GetType() string {
@@ -4511,7 +4627,7 @@ type RuntimeImage struct {
 
 func (x *RuntimeImage) Reset() {
 	*x = RuntimeImage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4639,7 @@ func (x *RuntimeImage) String() string {
 func (*RuntimeImage) ProtoMessage() {}
 
 func (x *RuntimeImage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[45]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4652,7 @@ func (x *RuntimeImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuntimeImage.ProtoReflect.Descriptor instead.
 func (*RuntimeImage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{45}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RuntimeImage) GetId() string {
@@ -4590,7 +4706,7 @@ type RuntimeContainer struct {
 
 func (x *RuntimeContainer) Reset() {
 	*x = RuntimeContainer{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[46]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4602,7 +4718,7 @@ func (x *RuntimeContainer) String() string {
 func (*RuntimeContainer) ProtoMessage() {}
 
 func (x *RuntimeContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[46]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4615,7 +4731,7 @@ func (x *RuntimeContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuntimeContainer.ProtoReflect.Descriptor instead.
 func (*RuntimeContainer) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{46}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RuntimeContainer) GetId() string {
@@ -4716,7 +4832,7 @@ type Registries struct {
 
 func (x *Registries) Reset() {
 	*x = Registries{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[47]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4728,7 +4844,7 @@ func (x *Registries) String() string {
 func (*Registries) ProtoMessage() {}
 
 func (x *Registries) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[47]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4741,7 +4857,7 @@ func (x *Registries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registries.ProtoReflect.Descriptor instead.
 func (*Registries) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{47}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Registries) GetOffline() bool {
@@ -4787,7 +4903,7 @@ type RegistryCheck struct {
 
 func (x *RegistryCheck) Reset() {
 	*x = RegistryCheck{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[48]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +4915,7 @@ func (x *RegistryCheck) String() string {
 func (*RegistryCheck) ProtoMessage() {}
 
 func (x *RegistryCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[48]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4812,7 +4928,7 @@ func (x *RegistryCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryCheck.ProtoReflect.Descriptor instead.
 func (*RegistryCheck) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{48}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RegistryCheck) GetRegistry() string {
@@ -4896,7 +5012,7 @@ type Pods struct {
 
 func (x *Pods) Reset() {
 	*x = Pods{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[49]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4908,7 +5024,7 @@ func (x *Pods) String() string {
 func (*Pods) ProtoMessage() {}
 
 func (x *Pods) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[49]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4921,7 +5037,7 @@ func (x *Pods) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pods.ProtoReflect.Descriptor instead.
 func (*Pods) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{49}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Pods) GetContainers() []*PodContainer {
@@ -4963,7 +5079,7 @@ type PodContainer struct {
 
 func (x *PodContainer) Reset() {
 	*x = PodContainer{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[50]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4975,7 +5091,7 @@ func (x *PodContainer) String() string {
 func (*PodContainer) ProtoMessage() {}
 
 func (x *PodContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[50]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4988,7 +5104,7 @@ func (x *PodContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodContainer.ProtoReflect.Descriptor instead.
 func (*PodContainer) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{50}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PodContainer) GetNamespace() string {
@@ -5082,7 +5198,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[51]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5210,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[51]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5223,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{51}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AgentMessage) GetMsg() isAgentMessage_Msg {
@@ -5189,7 +5305,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[52]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5201,7 +5317,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[52]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5214,7 +5330,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{52}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Hello) GetNodeName() string {
@@ -5276,7 +5392,7 @@ type Upload struct {
 
 func (x *Upload) Reset() {
 	*x = Upload{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5288,7 +5404,7 @@ func (x *Upload) String() string {
 func (*Upload) ProtoMessage() {}
 
 func (x *Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[53]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5301,7 +5417,7 @@ func (x *Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Upload.ProtoReflect.Descriptor instead.
 func (*Upload) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{53}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Upload) GetSeq() uint64 {
@@ -5360,7 +5476,7 @@ type AgentMessageRaw struct {
 
 func (x *AgentMessageRaw) Reset() {
 	*x = AgentMessageRaw{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5372,7 +5488,7 @@ func (x *AgentMessageRaw) String() string {
 func (*AgentMessageRaw) ProtoMessage() {}
 
 func (x *AgentMessageRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[54]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5385,7 +5501,7 @@ func (x *AgentMessageRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessageRaw.ProtoReflect.Descriptor instead.
 func (*AgentMessageRaw) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{54}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AgentMessageRaw) GetMsg() isAgentMessageRaw_Msg {
@@ -5458,7 +5574,7 @@ type UploadRaw struct {
 
 func (x *UploadRaw) Reset() {
 	*x = UploadRaw{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5470,7 +5586,7 @@ func (x *UploadRaw) String() string {
 func (*UploadRaw) ProtoMessage() {}
 
 func (x *UploadRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[55]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5483,7 +5599,7 @@ func (x *UploadRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRaw.ProtoReflect.Descriptor instead.
 func (*UploadRaw) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{55}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UploadRaw) GetSeq() uint64 {
@@ -5535,7 +5651,7 @@ type CollectorMessage struct {
 
 func (x *CollectorMessage) Reset() {
 	*x = CollectorMessage{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5547,7 +5663,7 @@ func (x *CollectorMessage) String() string {
 func (*CollectorMessage) ProtoMessage() {}
 
 func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[56]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5560,7 +5676,7 @@ func (x *CollectorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectorMessage.ProtoReflect.Descriptor instead.
 func (*CollectorMessage) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{56}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CollectorMessage) GetMsg() isCollectorMessage_Msg {
@@ -5638,7 +5754,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5650,7 +5766,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[57]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5663,7 +5779,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{57}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Welcome) GetNodeName() string {
@@ -5697,7 +5813,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5709,7 +5825,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[58]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5722,7 +5838,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{58}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -5742,7 +5858,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +5870,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[59]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +5883,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{59}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CheckRequest) GetRequestId() string {
@@ -5787,7 +5903,7 @@ type DiagnoseClusterRequest struct {
 
 func (x *DiagnoseClusterRequest) Reset() {
 	*x = DiagnoseClusterRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5799,7 +5915,7 @@ func (x *DiagnoseClusterRequest) String() string {
 func (*DiagnoseClusterRequest) ProtoMessage() {}
 
 func (x *DiagnoseClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[60]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5812,7 +5928,7 @@ func (x *DiagnoseClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseClusterRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseClusterRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{60}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DiagnoseClusterRequest) GetNamespace() string {
@@ -5846,7 +5962,7 @@ type DiagnoseClusterResponse struct {
 
 func (x *DiagnoseClusterResponse) Reset() {
 	*x = DiagnoseClusterResponse{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5858,7 +5974,7 @@ func (x *DiagnoseClusterResponse) String() string {
 func (*DiagnoseClusterResponse) ProtoMessage() {}
 
 func (x *DiagnoseClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[61]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5871,7 +5987,7 @@ func (x *DiagnoseClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseClusterResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseClusterResponse) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{61}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DiagnoseClusterResponse) GetIncidentJson() []byte {
@@ -5905,7 +6021,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5917,7 +6033,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[62]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5930,7 +6046,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{62}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SweepRequest) GetTimeout() *durationpb.Duration {
@@ -5954,7 +6070,7 @@ type SweepEvent struct {
 
 func (x *SweepEvent) Reset() {
 	*x = SweepEvent{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5966,7 +6082,7 @@ func (x *SweepEvent) String() string {
 func (*SweepEvent) ProtoMessage() {}
 
 func (x *SweepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[63]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5979,7 +6095,7 @@ func (x *SweepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepEvent.ProtoReflect.Descriptor instead.
 func (*SweepEvent) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{63}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SweepEvent) GetEvent() isSweepEvent_Event {
@@ -6050,7 +6166,7 @@ type SweepStarted struct {
 
 func (x *SweepStarted) Reset() {
 	*x = SweepStarted{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6062,7 +6178,7 @@ func (x *SweepStarted) String() string {
 func (*SweepStarted) ProtoMessage() {}
 
 func (x *SweepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[64]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6075,7 +6191,7 @@ func (x *SweepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStarted.ProtoReflect.Descriptor instead.
 func (*SweepStarted) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{64}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SweepStarted) GetRequestId() string {
@@ -6113,7 +6229,7 @@ type SweepDone struct {
 
 func (x *SweepDone) Reset() {
 	*x = SweepDone{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6125,7 +6241,7 @@ func (x *SweepDone) String() string {
 func (*SweepDone) ProtoMessage() {}
 
 func (x *SweepDone) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[65]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6138,7 +6254,7 @@ func (x *SweepDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepDone.ProtoReflect.Descriptor instead.
 func (*SweepDone) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{65}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SweepDone) GetExpected() int32 {
@@ -6184,7 +6300,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6196,7 +6312,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[66]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6209,7 +6325,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{66}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{67}
 }
 
 type ListNodesResponse struct {
@@ -6221,7 +6337,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6233,7 +6349,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[67]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6246,7 +6362,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{67}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeSummary {
@@ -6265,7 +6381,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6277,7 +6393,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[68]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6290,7 +6406,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{68}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetNodeRequest) GetNodeName() string {
@@ -6327,7 +6443,7 @@ type NodeSummary struct {
 
 func (x *NodeSummary) Reset() {
 	*x = NodeSummary{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[69]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6339,7 +6455,7 @@ func (x *NodeSummary) String() string {
 func (*NodeSummary) ProtoMessage() {}
 
 func (x *NodeSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[69]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6352,7 +6468,7 @@ func (x *NodeSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSummary.ProtoReflect.Descriptor instead.
 func (*NodeSummary) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{69}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *NodeSummary) GetNodeName() string {
@@ -6457,7 +6573,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[70]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6469,7 +6585,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_nodediag_v1_nodediag_proto_msgTypes[70]
+	mi := &file_nodediag_v1_nodediag_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6482,7 +6598,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{70}
+	return file_nodediag_v1_nodediag_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *NodeRecord) GetSummary() *NodeSummary {
@@ -6603,7 +6719,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"SourceLine\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\xdd\x02\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\x9a\x03\n" +
 	"\rKubeletConfig\x12\x1d\n" +
 	"\n" +
 	"unit_files\x18\x01 \x03(\tR\tunitFiles\x126\n" +
@@ -6614,7 +6730,12 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x06config\x18\x05 \x01(\v2\x1e.nodediag.v1.KubeletConfigFileR\x06config\x12%\n" +
 	"\x0eassumed_wiring\x18\x06 \x01(\bR\rassumedWiring\x12\x1b\n" +
 	"\texec_path\x18\a \x01(\tR\bexecPath\x12\x16\n" +
-	"\x06masked\x18\b \x01(\bR\x06masked\"i\n" +
+	"\x06masked\x18\b \x01(\bR\x06masked\x12\x1e\n" +
+	"\n" +
+	"enablement\x18\t \x01(\tR\n" +
+	"enablement\x12\x1b\n" +
+	"\twanted_by\x18\n" +
+	" \x01(\tR\bwantedBy\"i\n" +
 	"\aEnvFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\apresent\x18\x02 \x01(\bR\apresent\x12\x1a\n" +
@@ -6830,14 +6951,22 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\bhostname\x18\x05 \x01(\tR\bhostname\x12\x1d\n" +
 	"\n" +
 	"machine_id\x18\x06 \x01(\tR\tmachineId\x127\n" +
-	"\tboot_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bbootTime\"\xf7\x01\n" +
+	"\tboot_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bbootTime\"\xb4\x02\n" +
 	"\aJournal\x12\x12\n" +
 	"\x04dirs\x18\x01 \x03(\tR\x04dirs\x12.\n" +
 	"\x05files\x18\x02 \x03(\v2\x18.nodediag.v1.JournalFileR\x05files\x12.\n" +
 	"\x05boots\x18\x03 \x03(\v2\x18.nodediag.v1.JournalBootR\x05boots\x12\x17\n" +
 	"\aboot_id\x18\x04 \x01(\tR\x06bootId\x121\n" +
 	"\asources\x18\x05 \x03(\v2\x17.nodediag.v1.LogExcerptR\asources\x12,\n" +
-	"\x05units\x18\x06 \x03(\v2\x16.nodediag.v1.UnitStateR\x05units\"\xd9\x01\n" +
+	"\x05units\x18\x06 \x03(\v2\x16.nodediag.v1.UnitStateR\x05units\x12;\n" +
+	"\fearlier_runs\x18\a \x03(\v2\x18.nodediag.v1.UnitLastRunR\vearlierRuns\"\xd3\x01\n" +
+	"\vUnitLastRun\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x17\n" +
+	"\aboot_id\x18\x02 \x01(\tR\x06bootId\x120\n" +
+	"\x05first\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05first\x12.\n" +
+	"\x04last\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\x12\x18\n" +
+	"\aentries\x18\x05 \x01(\x03R\aentries\x12\x1b\n" +
+	"\tlast_line\x18\x06 \x01(\tR\blastLine\"\xd9\x01\n" +
 	"\vJournalFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
@@ -7118,7 +7247,7 @@ func file_nodediag_v1_nodediag_proto_rawDescGZIP() []byte {
 	return file_nodediag_v1_nodediag_proto_rawDescData
 }
 
-var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_nodediag_v1_nodediag_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*Report)(nil),                  // 0: nodediag.v1.Report
 	(*AgentInfo)(nil),               // 1: nodediag.v1.AgentInfo
@@ -7156,44 +7285,45 @@ var file_nodediag_v1_nodediag_proto_goTypes = []any{
 	(*CNIConfig)(nil),               // 33: nodediag.v1.CNIConfig
 	(*OSInfo)(nil),                  // 34: nodediag.v1.OSInfo
 	(*Journal)(nil),                 // 35: nodediag.v1.Journal
-	(*JournalFile)(nil),             // 36: nodediag.v1.JournalFile
-	(*JournalBoot)(nil),             // 37: nodediag.v1.JournalBoot
-	(*Units)(nil),                   // 38: nodediag.v1.Units
-	(*UnitState)(nil),               // 39: nodediag.v1.UnitState
-	(*Containerd)(nil),              // 40: nodediag.v1.Containerd
-	(*HostsFile)(nil),               // 41: nodediag.v1.HostsFile
-	(*RegistryEndpoint)(nil),        // 42: nodediag.v1.RegistryEndpoint
-	(*Runtime)(nil),                 // 43: nodediag.v1.Runtime
-	(*RuntimeCondition)(nil),        // 44: nodediag.v1.RuntimeCondition
-	(*RuntimeImage)(nil),            // 45: nodediag.v1.RuntimeImage
-	(*RuntimeContainer)(nil),        // 46: nodediag.v1.RuntimeContainer
-	(*Registries)(nil),              // 47: nodediag.v1.Registries
-	(*RegistryCheck)(nil),           // 48: nodediag.v1.RegistryCheck
-	(*Pods)(nil),                    // 49: nodediag.v1.Pods
-	(*PodContainer)(nil),            // 50: nodediag.v1.PodContainer
-	(*AgentMessage)(nil),            // 51: nodediag.v1.AgentMessage
-	(*Hello)(nil),                   // 52: nodediag.v1.Hello
-	(*Upload)(nil),                  // 53: nodediag.v1.Upload
-	(*AgentMessageRaw)(nil),         // 54: nodediag.v1.AgentMessageRaw
-	(*UploadRaw)(nil),               // 55: nodediag.v1.UploadRaw
-	(*CollectorMessage)(nil),        // 56: nodediag.v1.CollectorMessage
-	(*Welcome)(nil),                 // 57: nodediag.v1.Welcome
-	(*Ack)(nil),                     // 58: nodediag.v1.Ack
-	(*CheckRequest)(nil),            // 59: nodediag.v1.CheckRequest
-	(*DiagnoseClusterRequest)(nil),  // 60: nodediag.v1.DiagnoseClusterRequest
-	(*DiagnoseClusterResponse)(nil), // 61: nodediag.v1.DiagnoseClusterResponse
-	(*SweepRequest)(nil),            // 62: nodediag.v1.SweepRequest
-	(*SweepEvent)(nil),              // 63: nodediag.v1.SweepEvent
-	(*SweepStarted)(nil),            // 64: nodediag.v1.SweepStarted
-	(*SweepDone)(nil),               // 65: nodediag.v1.SweepDone
-	(*ListNodesRequest)(nil),        // 66: nodediag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),       // 67: nodediag.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),          // 68: nodediag.v1.GetNodeRequest
-	(*NodeSummary)(nil),             // 69: nodediag.v1.NodeSummary
-	(*NodeRecord)(nil),              // 70: nodediag.v1.NodeRecord
-	nil,                             // 71: nodediag.v1.KubeletConfigFile.EvictionHardEntry
-	(*timestamppb.Timestamp)(nil),   // 72: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 73: google.protobuf.Duration
+	(*UnitLastRun)(nil),             // 36: nodediag.v1.UnitLastRun
+	(*JournalFile)(nil),             // 37: nodediag.v1.JournalFile
+	(*JournalBoot)(nil),             // 38: nodediag.v1.JournalBoot
+	(*Units)(nil),                   // 39: nodediag.v1.Units
+	(*UnitState)(nil),               // 40: nodediag.v1.UnitState
+	(*Containerd)(nil),              // 41: nodediag.v1.Containerd
+	(*HostsFile)(nil),               // 42: nodediag.v1.HostsFile
+	(*RegistryEndpoint)(nil),        // 43: nodediag.v1.RegistryEndpoint
+	(*Runtime)(nil),                 // 44: nodediag.v1.Runtime
+	(*RuntimeCondition)(nil),        // 45: nodediag.v1.RuntimeCondition
+	(*RuntimeImage)(nil),            // 46: nodediag.v1.RuntimeImage
+	(*RuntimeContainer)(nil),        // 47: nodediag.v1.RuntimeContainer
+	(*Registries)(nil),              // 48: nodediag.v1.Registries
+	(*RegistryCheck)(nil),           // 49: nodediag.v1.RegistryCheck
+	(*Pods)(nil),                    // 50: nodediag.v1.Pods
+	(*PodContainer)(nil),            // 51: nodediag.v1.PodContainer
+	(*AgentMessage)(nil),            // 52: nodediag.v1.AgentMessage
+	(*Hello)(nil),                   // 53: nodediag.v1.Hello
+	(*Upload)(nil),                  // 54: nodediag.v1.Upload
+	(*AgentMessageRaw)(nil),         // 55: nodediag.v1.AgentMessageRaw
+	(*UploadRaw)(nil),               // 56: nodediag.v1.UploadRaw
+	(*CollectorMessage)(nil),        // 57: nodediag.v1.CollectorMessage
+	(*Welcome)(nil),                 // 58: nodediag.v1.Welcome
+	(*Ack)(nil),                     // 59: nodediag.v1.Ack
+	(*CheckRequest)(nil),            // 60: nodediag.v1.CheckRequest
+	(*DiagnoseClusterRequest)(nil),  // 61: nodediag.v1.DiagnoseClusterRequest
+	(*DiagnoseClusterResponse)(nil), // 62: nodediag.v1.DiagnoseClusterResponse
+	(*SweepRequest)(nil),            // 63: nodediag.v1.SweepRequest
+	(*SweepEvent)(nil),              // 64: nodediag.v1.SweepEvent
+	(*SweepStarted)(nil),            // 65: nodediag.v1.SweepStarted
+	(*SweepDone)(nil),               // 66: nodediag.v1.SweepDone
+	(*ListNodesRequest)(nil),        // 67: nodediag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),       // 68: nodediag.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),          // 69: nodediag.v1.GetNodeRequest
+	(*NodeSummary)(nil),             // 70: nodediag.v1.NodeSummary
+	(*NodeRecord)(nil),              // 71: nodediag.v1.NodeRecord
+	nil,                             // 72: nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	(*timestamppb.Timestamp)(nil),   // 73: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 74: google.protobuf.Duration
 }
 var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	1,   // 0: nodediag.v1.Report.agent:type_name -> nodediag.v1.AgentInfo
@@ -7202,13 +7332,13 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	4,   // 3: nodediag.v1.Report.probes:type_name -> nodediag.v1.ProbeStatus
 	5,   // 4: nodediag.v1.Report.findings:type_name -> nodediag.v1.Finding
 	7,   // 5: nodediag.v1.Report.evidence:type_name -> nodediag.v1.Evidence
-	72,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
-	72,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
-	72,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
+	73,  // 6: nodediag.v1.HostInfo.boot_time:type_name -> google.protobuf.Timestamp
+	73,  // 7: nodediag.v1.Window.since:type_name -> google.protobuf.Timestamp
+	73,  // 8: nodediag.v1.Window.until:type_name -> google.protobuf.Timestamp
 	6,   // 9: nodediag.v1.Finding.evidence:type_name -> nodediag.v1.Quote
-	72,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
+	73,  // 10: nodediag.v1.Quote.time:type_name -> google.protobuf.Timestamp
 	2,   // 11: nodediag.v1.Evidence.host:type_name -> nodediag.v1.HostInfo
-	72,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
+	73,  // 12: nodediag.v1.Evidence.collected_at:type_name -> google.protobuf.Timestamp
 	8,   // 13: nodediag.v1.Evidence.probes:type_name -> nodediag.v1.ProbeEvidence
 	9,   // 14: nodediag.v1.ProbeEvidence.unreadable:type_name -> nodediag.v1.Unreadable
 	11,  // 15: nodediag.v1.ProbeEvidence.kubelet_config:type_name -> nodediag.v1.KubeletConfig
@@ -7222,17 +7352,17 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	32,  // 23: nodediag.v1.ProbeEvidence.cni:type_name -> nodediag.v1.CNI
 	34,  // 24: nodediag.v1.ProbeEvidence.os:type_name -> nodediag.v1.OSInfo
 	35,  // 25: nodediag.v1.ProbeEvidence.journal:type_name -> nodediag.v1.Journal
-	38,  // 26: nodediag.v1.ProbeEvidence.units:type_name -> nodediag.v1.Units
-	49,  // 27: nodediag.v1.ProbeEvidence.pods:type_name -> nodediag.v1.Pods
-	40,  // 28: nodediag.v1.ProbeEvidence.containerd:type_name -> nodediag.v1.Containerd
-	43,  // 29: nodediag.v1.ProbeEvidence.runtime:type_name -> nodediag.v1.Runtime
-	47,  // 30: nodediag.v1.ProbeEvidence.registries:type_name -> nodediag.v1.Registries
+	39,  // 26: nodediag.v1.ProbeEvidence.units:type_name -> nodediag.v1.Units
+	50,  // 27: nodediag.v1.ProbeEvidence.pods:type_name -> nodediag.v1.Pods
+	41,  // 28: nodediag.v1.ProbeEvidence.containerd:type_name -> nodediag.v1.Containerd
+	44,  // 29: nodediag.v1.ProbeEvidence.runtime:type_name -> nodediag.v1.Runtime
+	48,  // 30: nodediag.v1.ProbeEvidence.registries:type_name -> nodediag.v1.Registries
 	10,  // 31: nodediag.v1.KubeletConfig.exec_start:type_name -> nodediag.v1.SourceLine
 	12,  // 32: nodediag.v1.KubeletConfig.env_files:type_name -> nodediag.v1.EnvFile
 	13,  // 33: nodediag.v1.KubeletConfig.flags:type_name -> nodediag.v1.KubeletFlag
 	14,  // 34: nodediag.v1.KubeletConfig.config:type_name -> nodediag.v1.KubeletConfigFile
 	10,  // 35: nodediag.v1.KubeletFlag.source:type_name -> nodediag.v1.SourceLine
-	71,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
+	72,  // 36: nodediag.v1.KubeletConfigFile.eviction_hard:type_name -> nodediag.v1.KubeletConfigFile.EvictionHardEntry
 	10,  // 37: nodediag.v1.KubeletConfigFile.cgroup_driver_line:type_name -> nodediag.v1.SourceLine
 	10,  // 38: nodediag.v1.KubeletConfigFile.fail_swap_on_line:type_name -> nodediag.v1.SourceLine
 	10,  // 39: nodediag.v1.KubeletConfigFile.parse_error_line:type_name -> nodediag.v1.SourceLine
@@ -7246,100 +7376,103 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	10,  // 47: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
 	10,  // 48: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
 	22,  // 49: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	72,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	72,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	72,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	72,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	73,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	73,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	73,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	73,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
 	24,  // 54: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
 	25,  // 55: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	72,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	72,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	72,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	73,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	73,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	73,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
 	27,  // 59: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
 	29,  // 60: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
 	10,  // 61: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
 	31,  // 62: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	72,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	72,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	73,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	73,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	33,  // 65: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	72,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
-	36,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
-	37,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
+	73,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	37,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
+	38,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
 	24,  // 69: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
-	39,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	72,  // 71: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	72,  // 72: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	72,  // 73: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	72,  // 74: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
-	39,  // 75: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	72,  // 76: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	72,  // 77: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
-	6,   // 78: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
-	10,  // 79: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
-	10,  // 80: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
-	10,  // 81: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
-	10,  // 82: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
-	10,  // 83: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
-	10,  // 84: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
-	42,  // 85: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
-	41,  // 86: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
-	10,  // 87: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
-	10,  // 88: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
-	10,  // 89: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
-	42,  // 90: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
-	10,  // 91: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
-	44,  // 92: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
-	45,  // 93: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
-	46,  // 94: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	72,  // 95: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	72,  // 96: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
-	48,  // 97: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
-	10,  // 98: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
-	50,  // 99: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
-	24,  // 100: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	72,  // 101: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	24,  // 102: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
-	52,  // 103: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,   // 104: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	53,  // 105: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
-	1,   // 106: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	72,  // 107: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
-	0,   // 108: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	72,  // 109: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
-	52,  // 110: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
-	55,  // 111: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
-	72,  // 112: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
-	59,  // 113: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	57,  // 114: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
-	58,  // 115: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	73,  // 116: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	73,  // 117: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	64,  // 118: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	69,  // 119: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	65,  // 120: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	72,  // 121: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	73,  // 122: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	69,  // 123: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
-	1,   // 124: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	72,  // 125: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	72,  // 126: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	69,  // 127: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
-	0,   // 128: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
-	51,  // 129: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	62,  // 130: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	66,  // 131: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	68,  // 132: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	60,  // 133: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
-	56,  // 134: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	63,  // 135: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	67,  // 136: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	70,  // 137: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	61,  // 138: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
-	134, // [134:139] is the sub-list for method output_type
-	129, // [129:134] is the sub-list for method input_type
-	129, // [129:129] is the sub-list for extension type_name
-	129, // [129:129] is the sub-list for extension extendee
-	0,   // [0:129] is the sub-list for field type_name
+	40,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
+	36,  // 71: nodediag.v1.Journal.earlier_runs:type_name -> nodediag.v1.UnitLastRun
+	73,  // 72: nodediag.v1.UnitLastRun.first:type_name -> google.protobuf.Timestamp
+	73,  // 73: nodediag.v1.UnitLastRun.last:type_name -> google.protobuf.Timestamp
+	73,  // 74: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	73,  // 75: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	73,  // 76: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	73,  // 77: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	40,  // 78: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
+	73,  // 79: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	73,  // 80: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	6,   // 81: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
+	10,  // 82: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
+	10,  // 83: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
+	10,  // 84: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
+	10,  // 85: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
+	10,  // 86: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
+	10,  // 87: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
+	43,  // 88: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
+	42,  // 89: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
+	10,  // 90: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
+	10,  // 91: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
+	10,  // 92: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
+	43,  // 93: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
+	10,  // 94: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
+	45,  // 95: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
+	46,  // 96: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
+	47,  // 97: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
+	73,  // 98: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	73,  // 99: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	49,  // 100: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
+	10,  // 101: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
+	51,  // 102: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24,  // 103: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	73,  // 104: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	24,  // 105: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	53,  // 106: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,   // 107: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	54,  // 108: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
+	1,   // 109: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 110: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	0,   // 111: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
+	73,  // 112: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
+	53,  // 113: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
+	56,  // 114: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
+	73,  // 115: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
+	60,  // 116: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	58,  // 117: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	59,  // 118: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	74,  // 119: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	74,  // 120: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	65,  // 121: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	70,  // 122: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	66,  // 123: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	73,  // 124: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	74,  // 125: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	70,  // 126: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 127: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 128: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	73,  // 129: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	70,  // 130: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 131: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	52,  // 132: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	63,  // 133: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	67,  // 134: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	69,  // 135: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	61,  // 136: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
+	57,  // 137: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	64,  // 138: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	68,  // 139: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	71,  // 140: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	62,  // 141: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
+	137, // [137:142] is the sub-list for method output_type
+	132, // [132:137] is the sub-list for method input_type
+	132, // [132:132] is the sub-list for extension type_name
+	132, // [132:132] is the sub-list for extension extendee
+	0,   // [0:132] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
@@ -7366,23 +7499,23 @@ func file_nodediag_v1_nodediag_proto_init() {
 		(*ProbeEvidence_Registries)(nil),
 	}
 	file_nodediag_v1_nodediag_proto_msgTypes[14].OneofWrappers = []any{}
-	file_nodediag_v1_nodediag_proto_msgTypes[40].OneofWrappers = []any{}
-	file_nodediag_v1_nodediag_proto_msgTypes[51].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[41].OneofWrappers = []any{}
+	file_nodediag_v1_nodediag_proto_msgTypes[52].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
 		(*AgentMessage_Upload)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[54].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[55].OneofWrappers = []any{
 		(*AgentMessageRaw_Hello)(nil),
 		(*AgentMessageRaw_Report)(nil),
 		(*AgentMessageRaw_Upload)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[56].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[57].OneofWrappers = []any{
 		(*CollectorMessage_Check)(nil),
 		(*CollectorMessage_Welcome)(nil),
 		(*CollectorMessage_Ack)(nil),
 	}
-	file_nodediag_v1_nodediag_proto_msgTypes[63].OneofWrappers = []any{
+	file_nodediag_v1_nodediag_proto_msgTypes[64].OneofWrappers = []any{
 		(*SweepEvent_Started)(nil),
 		(*SweepEvent_Answer)(nil),
 		(*SweepEvent_Done)(nil),
@@ -7393,7 +7526,7 @@ func file_nodediag_v1_nodediag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodediag_v1_nodediag_proto_rawDesc), len(file_nodediag_v1_nodediag_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   72,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
