@@ -117,7 +117,7 @@ func Rejudge(r *nodediagv1.Report, o Options, redactEvidence bool) (*nodediagv1.
 	}
 	var out *nodediagv1.Report
 	if redactEvidence {
-		out = report.Build(proto.Clone(ev).(*nodediagv1.Evidence), res, name)
+		out = report.Build(ev, res, name)
 	} else {
 		out = report.Build(outline(ev), res, name)
 		out.Evidence = ev

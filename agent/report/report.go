@@ -26,9 +26,12 @@ import (
 )
 
 // Build assembles the report of one check and redacts it: nothing that
-// leaves this function carries a secret.
+// leaves this function carries a secret. Its inputs are not changed: the
+// report holds redacted copies of the evidence and the findings.
 func Build(ev *nodediagv1.Evidence, res rules.Result, nodeName string) *nodediagv1.Report {
 	v := version.Get()
+	ev = proto.Clone(ev).(*nodediagv1.Evidence)
+	res.Findings = cloneFindings(res.Findings)
 	r := &nodediagv1.Report{
 		Agent:         &nodediagv1.AgentInfo{Version: v.Version, Revision: v.Revision},
 		Host:          hostInfo(ev, nodeName),
@@ -46,6 +49,14 @@ func Build(ev *nodediagv1.Evidence, res rules.Result, nodeName string) *nodediag
 	}
 	redact.Message(r)
 	return r
+}
+
+func cloneFindings(fs []*nodediagv1.Finding) []*nodediagv1.Finding {
+	out := make([]*nodediagv1.Finding, len(fs))
+	for i, f := range fs {
+		out[i] = proto.Clone(f).(*nodediagv1.Finding)
+	}
+	return out
 }
 
 func hostInfo(ev *nodediagv1.Evidence, nodeName string) *nodediagv1.HostInfo {

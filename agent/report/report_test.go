@@ -7,6 +7,9 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodediag/nodediag/agent/rules"
 
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -152,4 +155,21 @@ func FuzzCompact(f *testing.F) {
 			t.Fatalf("%d bytes", len(out))
 		}
 	})
+}
+
+// TestBuildLeavesItsInputs: the evidence and the rules' findings given to
+// Build are not changed (the report redacts its own copies).
+func TestBuildLeavesItsInputs(t *testing.T) {
+	ev := &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{{Name: "logs", Status: "ok", Data: &nodediagv1.ProbeEvidence_Logs{Logs: &nodediagv1.Logs{Sources: []*nodediagv1.LogExcerpt{{
+		Source: "/var/log/cloud-init-output.log", Lines: []*nodediagv1.LogLine{{N: 1, Text: "kubeadm join --token abcdef.0123456789abcdef 10.0.0.4:6443"}},
+	}}}}}}}
+	res := rules.Result{Findings: []*nodediagv1.Finding{{Id: "X", Title: "token abcdef.0123456789abcdef", Severity: "error"}}}
+	evBefore, fBefore := proto.Clone(ev), proto.Clone(res.Findings[0])
+	r := Build(ev, res, "n")
+	if !proto.Equal(ev, evBefore) || !proto.Equal(res.Findings[0], fBefore) {
+		t.Fatal("Build changed its inputs")
+	}
+	if strings.Contains(r.GetFindings()[0].GetTitle(), "0123456789abcdef") || strings.Contains(r.GetEvidence().GetProbes()[0].GetLogs().GetSources()[0].GetLines()[0].GetText(), "0123456789abcdef") {
+		t.Error("the report is not redacted")
+	}
 }

@@ -7,21 +7,6 @@ import (
 	"strings"
 )
 
-// Severities, weakest first.
-const (
-	Info     = "info"
-	Warning  = "warning"
-	Error    = "error"
-	Critical = "critical"
-)
-
-// Confidences.
-const (
-	Low    = "low"
-	Medium = "medium"
-	High   = "high"
-)
-
 // Categories of docs/CONTRACTS.md. A Problem carries exactly one.
 const (
 	CatCloudInitFailed   = "bootstrap.cloud-init-failed"
@@ -150,14 +135,10 @@ func Validate() error {
 		if !cats[p.Category] {
 			errs = append(errs, p.ID+": unknown category "+p.Category)
 		}
-		switch p.Severity {
-		case Info, Warning, Error, Critical:
-		default:
+		if !Severity(p.Severity).Valid() {
 			errs = append(errs, p.ID+": unknown severity "+p.Severity)
 		}
-		switch p.Confidence {
-		case Low, Medium, High:
-		default:
+		if Confidence(p.Confidence).Rank() == 0 {
 			errs = append(errs, p.ID+": unknown confidence "+p.Confidence)
 		}
 		if p.Title == "" || p.Remediation == "" || p.RefutedBy == "" {

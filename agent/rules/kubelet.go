@@ -180,7 +180,7 @@ func unknownFlagLine(in *Input, flag string) *nodediagv1.Quote {
 
 // weakest returns the lower of two confidences.
 func weakest(a, b string) string {
-	if confidenceRank[b] < confidenceRank[a] {
+	if Confidence(b).Below(Confidence(a)) {
 		return b
 	}
 	return a

@@ -9,12 +9,6 @@ import (
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
-var severityRank = map[string]int{Info: 0, Warning: 1, Error: 2, Critical: 3}
-var confidenceRank = map[string]int{Low: 0, Medium: 1, High: 2}
-
-// SeverityAtLeast says whether severity s is at least min.
-func SeverityAtLeast(s, min string) bool { return severityRank[s] >= severityRank[min] }
-
 var (
 	closureOnce sync.Once
 	closure     map[string]map[string]bool
@@ -109,7 +103,7 @@ func rank(fs []*nodediagv1.Finding) {
 		var worst *nodediagv1.Finding
 		for _, b := range fs {
 			for _, x := range explainedBy[b] {
-				if x == a && (worst == nil || severityRank[b.Severity] > severityRank[worst.Severity]) {
+				if x == a && (worst == nil || Severity(b.Severity).Above(Severity(worst.Severity))) {
 					worst = b
 				}
 			}
@@ -117,7 +111,7 @@ func rank(fs []*nodediagv1.Finding) {
 		if worst == nil {
 			continue
 		}
-		if severityRank[worst.Severity] > severityRank[a.Severity] {
+		if Severity(worst.Severity).Above(Severity(a.Severity)) {
 			a.Severity = worst.Severity
 		}
 		if !hasLogQuote(a) {
@@ -167,14 +161,14 @@ func rank(fs []*nodediagv1.Finding) {
 }
 
 func less(a, b *nodediagv1.Finding) bool {
-	if sa, sb := severityRank[a.Severity], severityRank[b.Severity]; sa != sb {
+	if sa, sb := Severity(a.Severity).Rank(), Severity(b.Severity).Rank(); sa != sb {
 		return sa > sb
 	}
 	pa, pb := catalog[a.Id], catalog[b.Id]
 	if pa != nil && pb != nil && pa.Symptom != pb.Symptom {
 		return !pa.Symptom
 	}
-	if ca, cb := confidenceRank[a.Confidence], confidenceRank[b.Confidence]; ca != cb {
+	if ca, cb := Confidence(a.Confidence).Rank(), Confidence(b.Confidence).Rank(); ca != cb {
 		return ca > cb
 	}
 	if pa != nil && pb != nil && pa.order != pb.order {

@@ -174,26 +174,11 @@ func evidenceClock(ev *nodediagv1.Evidence) (clock time.Time, lowerBound bool) {
 		return collected, false
 	}
 	var newest time.Time
-	see := func(t *timestamppb.Timestamp) {
-		if t != nil && t.AsTime().After(newest) {
-			newest = t.AsTime()
-		}
-	}
 	for _, pe := range ev.GetProbes() {
-		for _, s := range pe.GetLogs().GetSources() {
-			see(s.GetLastTime())
-		}
-		for _, s := range pe.GetJournal().GetSources() {
-			see(s.GetLastTime())
-		}
-		for _, c := range pe.GetPods().GetContainers() {
-			see(c.GetLastTime())
-		}
-		ci := pe.GetCloudInit()
-		see(ci.GetLastUpdate())
-		for _, st := range ci.GetStages() {
-			see(st.GetStart())
-			see(st.GetFinished())
+		// Each probe's data says what times of the node it shows
+		// (nodediagv1.Timed): a new probe's data joins by saying so.
+		if t := pe.Newest(); t.After(newest) {
+			newest = t
 		}
 	}
 	if newest.IsZero() {

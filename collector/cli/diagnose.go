@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/incident"
 	"github.com/nodediag/nodediag/collector/server"
@@ -257,7 +258,7 @@ func runDescribe(ctx context.Context, w io.Writer, o *clusterOptions, arg string
 // incidentHasErrors says whether a finding of inc is at error or above.
 func incidentHasErrors(inc *incident.Incident) bool {
 	for _, f := range inc.Findings {
-		if f.Severity == "error" || f.Severity == "critical" {
+		if rules.SeverityAtLeast(f.Severity, rules.Error) {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/nodediag/nodediag/agent/rules"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -199,7 +200,7 @@ func (s *sweepState) answer(n *nodediagv1.NodeSummary) {
 func (s *sweepState) counts() (errs, warns int) {
 	for _, n := range s.answered {
 		switch sev := nodeSeverity(n); {
-		case sev == "error" || sev == "critical":
+		case rules.SeverityAtLeast(sev, rules.Error):
 			errs++
 		case sev == "warning":
 			warns++

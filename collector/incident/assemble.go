@@ -197,15 +197,13 @@ func cannotTell(resource string) string {
 	return "what " + resource + " would show"
 }
 
-var sevRank = map[string]int{rules.Info: 0, rules.Warning: 1, rules.Error: 2, rules.Critical: 3}
-var confRank = map[string]int{rules.Low: 0, rules.Medium: 1, rules.High: 2}
 
 // ranked orders the findings: causes (most severe, earliest chain link,
 // most confident first), each followed by what it explains, depth first.
 func (d *diag) ranked() []Finding {
 	less := func(a, b *Finding) bool {
-		if sevRank[a.Severity] != sevRank[b.Severity] {
-			return sevRank[a.Severity] > sevRank[b.Severity]
+		if sa, sb := rules.Severity(a.Severity), rules.Severity(b.Severity); sa != sb {
+			return sa.Above(sb)
 		}
 		if ai, bi := linkIndex(a.ChainLink), linkIndex(b.ChainLink); ai != bi {
 			return ai < bi
@@ -213,8 +211,8 @@ func (d *diag) ranked() []Finding {
 		if (a.NodeCause != nil) != (b.NodeCause != nil) {
 			return a.NodeCause != nil
 		}
-		if confRank[a.Confidence] != confRank[b.Confidence] {
-			return confRank[a.Confidence] > confRank[b.Confidence]
+		if ca, cb := rules.Confidence(a.Confidence), rules.Confidence(b.Confidence); ca != cb {
+			return cb.Below(ca)
 		}
 		return a.Key < b.Key
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/store"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -430,10 +431,10 @@ func Summarize(hello *nodediagv1.Hello, r *nodediagv1.Report, receivedAt time.Ti
 		if i == 0 {
 			sum.TopId, sum.TopTitle, sum.TopSeverity = clip(f.Id, 128), clip(f.Title, 512), clip(f.Severity, 16)
 		}
-		switch f.Severity {
-		case "error", "critical":
+		switch sev := rules.Severity(f.Severity); {
+		case sev.AtLeast(rules.Error):
 			sum.Errors++
-		case "warning":
+		case sev == rules.Warning:
 			sum.Warnings++
 		}
 	}
