@@ -197,7 +197,6 @@ func cannotTell(resource string) string {
 	return "what " + resource + " would show"
 }
 
-
 // ranked orders the findings: causes (most severe, earliest chain link,
 // most confident first), each followed by what it explains, depth first.
 func (d *diag) ranked() []Finding {
