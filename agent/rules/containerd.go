@@ -123,22 +123,37 @@ func containerdCRIDisabled(in *Input) []*nodediagv1.Finding {
 			break
 		}
 	}
-	if c.GetRegistryConfigPath() != "" {
+	var out []*nodediagv1.Finding
+	if len(quotes) > 0 {
+		out = append(out, RuntimeCRIDisabled.Finding(nil, dedupeQuotes(quotes)...))
+	}
+	// The registry configuration that makes the CRI plugin refuse to load
+	// is its own cause, in the registry section that is to be fixed. Where
+	// containerd says so itself (its refusal, RegistryMirrorsWithConfigPath's
+	// signature) the mirrors are quoted even with a config_path the file
+	// leaves empty or to containerd's default.
+	refused := len(in.Matched(RegistryMirrorsWithConfigPath.ID)) > 0
+	if c.GetRegistryConfigPath() != "" || refused {
+		var conflict []*nodediagv1.Quote
 		// "`mirrors` cannot be set when `config_path` is provided"
 		// (ValidatePluginConfig in 1.x, ValidateImageConfig in 2.x).
 		if c.GetLegacyMirrorsLine() != nil {
-			quotes = append(quotes, QuoteLine(c.GetRegistryConfigPathLine()), QuoteLine(c.GetLegacyMirrorsLine()))
+			conflict = append(conflict, QuoteLine(c.GetLegacyMirrorsLine()), QuoteLine(c.GetRegistryConfigPathLine()))
 		}
 		// "`configs.tls` cannot be set when `config_path` is provided": 1.x
 		// only; 2.x logs a deprecation warning.
-		if c.GetLegacyConfigsTlsLine() != nil && !containerd2(in) {
-			quotes = append(quotes, QuoteLine(c.GetRegistryConfigPathLine()), QuoteLine(c.GetLegacyConfigsTlsLine()))
+		if c.GetLegacyConfigsTlsLine() != nil && (!containerd2(in) || refused) {
+			conflict = append(conflict, QuoteLine(c.GetLegacyConfigsTlsLine()), QuoteLine(c.GetRegistryConfigPathLine()))
+		}
+		if len(conflict) > 0 {
+			file := c.GetRegistryConfigPathLine().GetPath()
+			if file == "" {
+				file = c.GetConfigFile()
+			}
+			out = append(out, RegistryMirrorsWithConfigPath.Finding(Params{"file": file}, dedupeQuotes(conflict)...))
 		}
 	}
-	if len(quotes) == 0 {
-		return nil
-	}
-	return []*nodediagv1.Finding{RuntimeCRIDisabled.Finding(nil, dedupeQuotes(quotes)...)}
+	return out
 }
 
 // endpointKind says where an endpoint is written: the deprecated

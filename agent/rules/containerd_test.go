@@ -199,15 +199,15 @@ func TestContainerdRules(t *testing.T) {
 				Quotes: []string{`/etc/containerd/config.toml: disabled_plugins = ["io.containerd.cri.v1.images"]`}}},
 		},
 		{
-			name: "config_path with the old mirrors: CRI does not load; the mirrors are not judged as endpoints",
+			name: "config_path with the old mirrors: CRI does not load (the registry section is the cause); the mirrors are not judged as endpoints",
 			ev: ctEvidence{containerd: ctConfig(func(c *nodediagv1.Containerd) {
 				configPath(c)
 				legacyDKP(c)
 			})},
-			want: []utGot{{ID: "RuntimeCRIDisabled", Confidence: High, Title: "containerd runs but does not serve the CRI",
+			want: []utGot{{ID: "RegistryMirrorsWithConfigPath", Confidence: High, Title: "/etc/containerd/config.toml sets registry mirrors (or TLS configs) in the CRI plugin together with config_path: containerd refuses to load its CRI plugin",
 				Quotes: []string{
-					`/etc/containerd/config.toml:     config_path = "/etc/containerd/certs.d"`,
 					`/etc/containerd/config.toml: [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]`,
+					`/etc/containerd/config.toml:     config_path = "/etc/containerd/certs.d"`,
 				}}},
 		},
 		{
@@ -216,10 +216,10 @@ func TestContainerdRules(t *testing.T) {
 				configPath(c)
 				c.LegacyConfigsTlsLine = ctLine(ctCfg, 9, `[plugins."io.containerd.grpc.v1.cri".registry.configs."r.io".tls]`)
 			}), runtime: &nodediagv1.Runtime{State: "no-cri", RuntimeName: "containerd", RuntimeVersion: "1.6.20~ds1"}},
-			want: []utGot{{ID: "RuntimeCRIDisabled", Confidence: High, Title: "containerd runs but does not serve the CRI",
+			want: []utGot{{ID: "RegistryMirrorsWithConfigPath", Confidence: High, Title: "/etc/containerd/config.toml sets registry mirrors (or TLS configs) in the CRI plugin together with config_path: containerd refuses to load its CRI plugin",
 				Quotes: []string{
-					`/etc/containerd/config.toml:     config_path = "/etc/containerd/certs.d"`,
 					`/etc/containerd/config.toml: [plugins."io.containerd.grpc.v1.cri".registry.configs."r.io".tls]`,
+					`/etc/containerd/config.toml:     config_path = "/etc/containerd/certs.d"`,
 				}}},
 		},
 		{

@@ -110,6 +110,14 @@ var (
 		RefutedBy:   "image pulls through the mirror succeeding",
 		Explains:    append([]string{"ImagePullFailed", "ImageNotFound", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
 	})
+	RegistryMirrorsWithConfigPath = register(Problem{
+		ID: "RegistryMirrorsWithConfigPath", Category: CatEndpointInvalid, Severity: Error,
+		Title:       "{file} sets registry mirrors (or TLS configs) in the CRI plugin together with config_path: containerd refuses to load its CRI plugin",
+		Defaults:    Params{"file": "containerd's configuration"},
+		Remediation: "Use one way to configure registries: move every mirror of registry.mirrors (and every configs.tls) into /etc/containerd/certs.d/<registry>/hosts.toml and delete those tables, or remove config_path (deprecated mirrors stay usable in containerd 1.x only). containerd loads its CRI plugin again after a restart; kubeadm and the kubelet then find the runtime.",
+		RefutedBy:   "crictl info answering with that configuration",
+		Explains:    append([]string{"RuntimeCRIDisabled", "RuntimeNotRunning", "KubeadmPreflightFailed", "ImagePullFailed"}, kubeletSymptoms...),
+	})
 	RegistryUnreachable = register(Problem{
 		ID: "RegistryUnreachable", Category: CatRegUnreachable, Severity: Error,
 		Title:       "a registry cannot be reached: {detail}",

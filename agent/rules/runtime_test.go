@@ -485,7 +485,7 @@ func TestRuntimeRulesThroughEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	cniLine := `E0501 11:20:00.000000    1876 kubelet.go:2900] "Container runtime network not ready" networkReady="NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"`
-	criLine := "time=\"2024-05-01T11:00:00Z\" level=warning msg=\"failed to load plugin io.containerd.grpc.v1.cri\" error=\"invalid plugin config: `mirrors` cannot be set when `config_path` is provided\""
+	criLine := "time=\"2024-05-01T11:00:00Z\" level=warning msg=\"failed to load plugin io.containerd.grpc.v1.cri\" error=\"failed to create CRI service: failed to find snapshotter \\\"zfs\\\"\""
 	tests := []struct {
 		name       string
 		ev         rtEvidence

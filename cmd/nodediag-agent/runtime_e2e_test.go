@@ -44,6 +44,8 @@ func newE2ENode(t *testing.T) *e2eNode {
 	n := &e2eNode{root: root}
 	n.write(t, "/etc/os-release", "ID=ubuntu\nVERSION_ID=\"22.04\"\nPRETTY_NAME=\"Ubuntu 22.04.5 LTS\"\n")
 	n.write(t, "/etc/hostname", "e2e-md-0-x1\n")
+	// A node has a kubelet (a machine without one is judged not to be one).
+	n.write(t, "/usr/lib/systemd/system/kubelet.service", "[Service]\nExecStart=/usr/bin/kubelet\n")
 	return n
 }
 
@@ -306,7 +308,7 @@ func TestRuntimeAndRegistryFailuresEndToEnd(t *testing.T) {
 				})
 				n.keepLog(t, c)
 			},
-			top:    "RuntimeCRIDisabled",
+			top:    "RegistryMirrorsWithConfigPath",
 			quotes: []string{"config_path = ", `registry.mirrors."docker.io"`, "/var/log/containerd.log: ", "`mirrors` cannot be set when `config_path` is provided"},
 		},
 		{
