@@ -110,3 +110,30 @@ func TestStaleEvent(t *testing.T) {
 		t.Errorf("ten reports hours ago: %s, want error (the kernel stopped reporting)", got)
 	}
 }
+
+// TestOverSinceRestart: a kubelet that refused its configuration, then was
+// fixed and has run for half an hour since, is no longer failing on it.
+func TestOverSinceRestart(t *testing.T) {
+	errLine := &nodediagv1.LogLine{N: 1, Text: `E0501 11:00:00.000000    1201 server.go:302] "Failed to run kubelet" err="failed to run Kubelet: misconfiguration: kubelet cgroup driver: \"cgroupfs\" is different from docker cgroup driver: \"systemd\""`, Time: timestamppb.New(kernelClock.Add(-time.Hour))}
+	started := &nodediagv1.Quote{Source: "journal:kubelet.service", Time: timestamppb.New(kernelClock.Add(-30 * time.Minute)), Excerpt: "Started kubelet.service - kubelet: The Kubernetes Node Agent."}
+	journalEv := func(active string) *Input {
+		ex := &nodediagv1.LogExcerpt{Source: "journal:kubelet.service", Kind: "kubelet", Lines: []*nodediagv1.LogLine{errLine}, LastTime: timestamppb.New(kernelClock)}
+		u := &nodediagv1.UnitState{Name: "kubelet.service", ActiveState: active, Source: "journal", Evidence: started}
+		ev := &nodediagv1.Evidence{Probes: []*nodediagv1.ProbeEvidence{{Name: "journal", Status: "ok", Data: &nodediagv1.ProbeEvidence_Journal{Journal: &nodediagv1.Journal{Sources: []*nodediagv1.LogExcerpt{ex}, Units: []*nodediagv1.UnitState{u}}}}}}
+		return &Input{Ev: ev, Clock: kernelClock, Until: kernelClock}
+	}
+	sev := func(in *Input) string {
+		for _, f := range signatureFindings(in) {
+			if f.Id == KubeletCgroupDriverMismatch.ID {
+				return f.Severity
+			}
+		}
+		return ""
+	}
+	if got := sev(journalEv("active")); got != Info {
+		t.Errorf("active for 30 minutes since the error: %s, want info", got)
+	}
+	if got := sev(journalEv("activating")); got != Error {
+		t.Errorf("still restarting: %s, want error", got)
+	}
+}

@@ -262,9 +262,53 @@ func signatureFindings(in *Input) []*nodediagv1.Finding {
 		}
 		f := sigFinding(id, ms)
 		staleEvent(in, f, ms)
+		overSinceRestart(in, f, ms)
 		out = append(out, f)
 	}
 	return out
+}
+
+// stableRun is how long a unit must have run since its last start, without
+// the error, for that error to be over.
+const stableRun = 10 * time.Minute
+
+// overSinceRestart lowers to info the finding of an error a unit logged
+// before its last start, when it has run since for stableRun without it:
+// the kubelet refused a flag, its configuration or swap, then was fixed and
+// restarted. Its refutation ("a later kubelet start without the error") is
+// in the evidence. Transients (persist) are judged by their own rule.
+func overSinceRestart(in *Input, f *nodediagv1.Finding, ms []sigMatch) {
+	kind := ""
+	var last time.Time
+	for _, m := range ms {
+		k := lineKind(m.src, m.line)
+		if m.sig.persist > 0 || (k != "kubelet" && k != "containerd") || (kind != "" && k != kind) {
+			return
+		}
+		kind = k
+		if t := m.line.GetTime(); t != nil && t.AsTime().After(last) {
+			last = t.AsTime()
+		}
+	}
+	if kind == "" || last.IsZero() {
+		return
+	}
+	u := unitNamed(in, kind+".service")
+	if u == nil || u.GetActiveState() != "active" {
+		return
+	}
+	started := u.GetActiveEnter()
+	if started == nil && u.GetSource() == unitSourceJournal {
+		started = u.GetEvidence().GetTime()
+	}
+	if started == nil || !started.AsTime().After(last) || in.Clock.Sub(started.AsTime()) < stableRun {
+		return
+	}
+	f.Severity, f.Confidence = Info, Low
+	f.Title += fmt.Sprintf(" (over: %s has run since %s without it)", u.GetName(), started.AsTime().UTC().Format(time.RFC3339))
+	if q := unitQuote(u); q != nil {
+		f.Evidence = append(f.Evidence, q)
+	}
 }
 
 // staleMaxEvents is the count from which an event is never judged stale
