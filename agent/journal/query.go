@@ -28,6 +28,10 @@ type Query struct {
 	// Fields are the fields to decode into Entry.Fields; nil decodes all.
 	// An empty, non-nil list decodes none (only the entry's metadata).
 	Fields []string
+	// Reuse hands fn the same Entry, and the same Fields map, for every
+	// entry: fn must not keep them past its return (the strings it reads
+	// stay valid). It spares a map per entry of a long query.
+	Reuse bool
 }
 
 // Entry is one journal entry.
@@ -45,7 +49,8 @@ type Entry struct {
 }
 
 // Query calls fn for each matching entry, in time order across all files,
-// until fn returns false. fn may keep the *Entry: it is not reused.
+// until fn returns false. fn may keep the *Entry: it is not reused, unless
+// q.Reuse.
 //
 // The order is journalctl's: entries of one file in the file's order;
 // entries of different files by sequence number when they share a seqnum
@@ -174,10 +179,13 @@ type queryCtx struct {
 
 	lastBoot    [16]byte
 	lastBootStr string
+
+	reuse bool   // Query.Reuse
+	entry *Entry // the entry handed to fn again and again, with reuse
 }
 
 func (j *Journal) newQueryCtx(q *Query) (*queryCtx, error) {
-	qc := &queryCtx{j: j, all: q.Fields == nil, want: q.Fields, names: map[string]string{}}
+	qc := &queryCtx{j: j, all: q.Fields == nil, want: q.Fields, names: map[string]string{}, reuse: q.Reuse}
 	for _, clause := range q.Any {
 		var c [][]byte
 		for _, t := range clause {
@@ -338,15 +346,23 @@ func (qc *queryCtx) decode(c *cursor) *Entry {
 		qc.lastBoot = h.boot
 		qc.lastBootStr = formatID(h.boot)
 	}
-	e := &Entry{
-		Realtime:  usecTime(h.realtime),
-		Monotonic: time.Duration(h.monotonic) * time.Microsecond,
-		BootID:    qc.lastBootStr,
-		Seqnum:    h.seqnum,
-		File:      f.Path,
+	e := &Entry{}
+	if qc.reuse {
+		if qc.entry == nil {
+			qc.entry = &Entry{Fields: map[string]string{}}
+		}
+		e = qc.entry
+		clear(e.Fields)
 	}
+	e.Realtime = usecTime(h.realtime)
+	e.Monotonic = time.Duration(h.monotonic) * time.Microsecond
+	e.BootID = qc.lastBootStr
+	e.Seqnum = h.seqnum
+	e.File = f.Path
 	if !qc.all && len(qc.want) == 0 {
-		e.Fields = map[string]string{}
+		if e.Fields == nil {
+			e.Fields = map[string]string{}
+		}
 		return e
 	}
 	items, err := j.entryItems(f, h, qc.items[:0])
@@ -359,7 +375,9 @@ func (qc *queryCtx) decode(c *cursor) *Entry {
 	if !qc.all {
 		n = len(qc.want)
 	}
-	e.Fields = make(map[string]string, n)
+	if e.Fields == nil {
+		e.Fields = make(map[string]string, n)
+	}
 	for _, p := range items {
 		name, value, keep, ok := qc.field(f, p)
 		if !ok || !keep {

@@ -371,9 +371,26 @@ func parseInner(text string, off int, c clock, l *Line) {
 // klogHeader parses "Lmmdd hh:mm:ss.uuuuuu threadid file:line] " and returns
 // the length of the header. Its time has no year: it comes from ref.
 func klogHeader(s string, c clock) (int, time.Time, bool) {
+	n, ok := klogHeaderLen(s)
+	if !ok {
+		return 0, time.Time{}, false
+	}
+	mon, day := atoi2(s[1:3]), atoi2(s[3:5])
+	t, ok := yearless(c, time.Month(mon), day, atoi2(s[6:8]), atoi2(s[9:11]), atoi2(s[12:14]), fracNanos(s[15:21]))
+	if !ok {
+		// A header with an impossible date is still a header: keep the
+		// level and message, without a time.
+		return n, time.Time{}, true
+	}
+	return n, t, true
+}
+
+// klogHeaderLen is the length of the klog header s starts with, and whether
+// it does (its letter is not checked).
+func klogHeaderLen(s string) (int, bool) {
 	// L mmdd space hh:mm:ss . uuuuuu = 1+4+1+8+1+6 = 21 bytes.
 	if len(s) < 23 || !isDigits(s[1:5]) || s[5] != ' ' || !isClock(s[6:14]) || s[14] != '.' || !isDigits(s[15:21]) || s[21] != ' ' {
-		return 0, time.Time{}, false
+		return 0, false
 	}
 	// Thread ID (padded), then "file:line] ".
 	i := 22
@@ -385,32 +402,25 @@ func klogHeader(s string, c clock) (int, time.Time, bool) {
 		j++
 	}
 	if j == i || j >= len(s) || s[j] != ' ' {
-		return 0, time.Time{}, false
+		return 0, false
 	}
 	k := strings.Index(s[j+1:], "] ")
 	if k < 0 {
 		if strings.HasSuffix(s, "]") && strings.IndexByte(s[j+1:], ' ') < 0 {
 			k = len(s) - j - 2
 		} else {
-			return 0, time.Time{}, false
+			return 0, false
 		}
 	}
 	file := s[j+1 : j+1+k]
 	if !strings.Contains(file, ":") || strings.ContainsRune(file, ' ') {
-		return 0, time.Time{}, false
+		return 0, false
 	}
 	n := j + 1 + k + 2
 	if n > len(s) {
 		n = len(s)
 	}
-	mon, day := atoi2(s[1:3]), atoi2(s[3:5])
-	t, ok := yearless(c, time.Month(mon), day, atoi2(s[6:8]), atoi2(s[9:11]), atoi2(s[12:14]), fracNanos(s[15:21]))
-	if !ok {
-		// A header with an impossible date is still a header: keep the
-		// level and message, without a time.
-		return n, time.Time{}, true
-	}
-	return n, t, true
+	return n, true
 }
 
 // logrusTTY reads the level of logrus's terminal format ("ERRO[0000] msg",

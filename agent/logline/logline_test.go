@@ -346,11 +346,14 @@ func FuzzParse(f *testing.F) {
 		_ = Notable(text)
 		for _, list := range []struct {
 			words []string
-			idx   *[256][]string
-		}{{failureWords, &failureIndex}, {keepWords, &keepIndex}} {
-			if naive := naiveContainsWord(text, list.words); containsWord(text, list.idx) != naive {
-				t.Fatalf("containsWord(%q) = %v, strings.Contains says %v", text, !naive, naive)
+			mask  uint8
+		}{{failureWords, failureWord}, {keepWords, keepWord}} {
+			if naive := naiveContainsWord(text, list.words); (wordsIn(text, list.mask) != 0) != naive {
+				t.Fatalf("wordsIn(%q, %d) = %v, strings.Contains says %v", text, list.mask, !naive, naive)
 			}
+		}
+		if quickLevel(text) != l.Level {
+			t.Fatalf("quickLevel(%q) = %q, Parse says %q", text, quickLevel(text), l.Level)
 		}
 		if !l.HasTime {
 			if !l.Time.IsZero() || l.Format != FormatNone {
@@ -371,7 +374,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// naiveContainsWord is the obvious implementation containsWord must agree
+// naiveContainsWord is the obvious implementation wordsIn must agree
 // with (for ASCII; strings.ToLower also folds non-ASCII letters).
 func naiveContainsWord(text string, words []string) bool {
 	lower := []byte(text)

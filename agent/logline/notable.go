@@ -67,10 +67,10 @@ var keepWords = []string{
 // It is a broad pre-filter, not a judgement: most notable lines are noise,
 // and the rules decide what they mean.
 func Notable(text string) bool {
-	if containsWord(text, &failureIndex) || containsWord(text, &keepIndex) {
+	if wordsIn(text, failureWord|keepWord) != 0 {
 		return true
 	}
-	switch Parse(text, time.Time{}).Level {
+	switch quickLevel(text) {
 	case LevelWarning, LevelError, LevelFatal, LevelPanic:
 		return true
 	}
@@ -81,43 +81,124 @@ func Notable(text string) bool {
 // refused, not found, x509, no space left, ...): for logs whose lines state
 // no level of their own (the kernel, a script's output), whether the line
 // reports an error.
-func Failure(text string) bool { return containsWord(text, &failureIndex) }
+func Failure(text string) bool { return wordsIn(text, failureWord) != 0 }
 
-// The word lists indexed by their first byte, so that a line is scanned
-// once per list (the agent runs Notable over every line of megabytes of
-// logs).
-var failureIndex, keepIndex = index(failureWords), index(keepWords)
-
-func index(words []string) (idx [256][]string) {
-	for _, w := range words {
-		idx[w[0]] = append(idx[w[0]], w)
+// quickLevel is Parse(text).Level without the cost of reading times: a line
+// that starts with a klog header ("I0501 10:00:00.000000 ...", most of a
+// kubelet's journal) has its letter's level; any other goes through Parse.
+func quickLevel(text string) string {
+	if _, ok := klogHeaderLen(text); ok {
+		switch text[0] {
+		case 'I':
+			return LevelInfo
+		case 'W':
+			return LevelWarning
+		case 'E':
+			return LevelError
+		case 'F':
+			return LevelFatal
+		}
 	}
-	return idx
+	return Parse(text, time.Time{}).Level
 }
 
-// containsWord says whether text contains one of the indexed words,
-// ignoring ASCII case (the words are ASCII).
-func containsWord(text string, idx *[256][]string) bool {
-	for i := 0; i < len(text); i++ {
-		for _, w := range idx[lowerASCII(text[i])] {
-			if hasPrefixFold(text[i:], w) {
-				return true
+// The word lists as one Aho-Corasick automaton over ASCII-lowered bytes
+// (Aho and Corasick, "Efficient string matching", CACM 1975): a line is
+// read once, whatever the number of words (the agent runs Notable over
+// every line of megabytes of logs).
+const (
+	failureWord = 1 << iota
+	keepWord
+)
+
+type automaton struct {
+	class  [256]uint8 // byte → character class (0: no word has it)
+	nclass int
+	next   []uint16 // state<<classBits | class → state
+	out    []uint8  // state → the lists of the words that end here
+}
+
+// classBits is how many bits a character class takes in a transition's
+// index: 64 classes at most (the words use fewer than 50 characters).
+const classBits = 6
+
+var words = buildAutomaton(map[uint8][]string{failureWord: failureWords, keepWord: keepWords})
+
+func buildAutomaton(lists map[uint8][]string) *automaton {
+	a := &automaton{nclass: 1}
+	for _, ws := range lists {
+		for _, w := range ws {
+			for i := 0; i < len(w); i++ {
+				if c := w[i]; a.class[c] == 0 {
+					a.class[c] = uint8(a.nclass)
+					if c >= 'a' && c <= 'z' {
+						a.class[c-'a'+'A'] = uint8(a.nclass)
+					}
+					a.nclass++
+				}
 			}
 		}
 	}
-	return false
-}
-
-func hasPrefixFold(s, lowerPrefix string) bool {
-	if len(s) < len(lowerPrefix) {
-		return false
+	if a.nclass > 1<<classBits {
+		panic("logline: too many characters in the notable words")
 	}
-	for j := 0; j < len(lowerPrefix); j++ {
-		if lowerASCII(s[j]) != lowerPrefix[j] {
-			return false
+	nc := 1 << classBits
+	// The trie.
+	a.next = make([]uint16, nc)
+	a.out = []uint8{0}
+	for mask, ws := range lists {
+		for _, w := range ws {
+			s := 0
+			for i := 0; i < len(w); i++ {
+				c := int(a.class[w[i]])
+				if a.next[s*nc+c] == 0 {
+					a.next = append(a.next, make([]uint16, nc)...)
+					a.out = append(a.out, 0)
+					a.next[s*nc+c] = uint16(len(a.out) - 1)
+				}
+				s = int(a.next[s*nc+c])
+			}
+			a.out[s] |= mask
 		}
 	}
-	return true
+	// Failure links, breadth first, folded into the transitions.
+	fail := make([]uint16, len(a.out))
+	var queue []uint16
+	for c := 1; c < a.nclass; c++ {
+		if t := a.next[c]; t != 0 {
+			queue = append(queue, t)
+		}
+	}
+	for len(queue) > 0 {
+		s := int(queue[0])
+		queue = queue[1:]
+		a.out[s] |= a.out[fail[s]]
+		for c := 1; c < a.nclass; c++ {
+			t := a.next[s*nc+c]
+			if t == 0 {
+				a.next[s*nc+c] = a.next[int(fail[s])*nc+c]
+				continue
+			}
+			fail[t] = a.next[int(fail[s])*nc+c]
+			queue = append(queue, t)
+		}
+	}
+	return a
+}
+
+// wordsIn returns the lists (of want) whose words text contains, ignoring
+// ASCII case; it stops at the first word of a wanted list.
+func wordsIn(text string, want uint8) uint8 {
+	a := words
+	next, out := a.next, a.out
+	s := 0
+	for i := 0; i < len(text); i++ {
+		s = int(next[s<<classBits|int(a.class[text[i]])])
+		if o := out[s] & want; o != 0 {
+			return o
+		}
+	}
+	return 0
 }
 
 func lowerASCII(c byte) byte {

@@ -205,6 +205,7 @@ func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string
 		BootID: bootID,
 		Since:  since,
 		Fields: journalFields,
+		Reuse:  true,
 	}
 	ex := &nodediagv1.LogExcerpt{Source: "journal:" + unit, Kind: kind}
 	k := newLineKeeper()
@@ -260,6 +261,7 @@ func journalLastRun(ctx context.Context, j journalSource, unit, bootID string) (
 		},
 		BootID: bootID,
 		Fields: []string{"MESSAGE"},
+		Reuse:  true,
 	}
 	run := &nodediagv1.UnitLastRun{Unit: unit, BootId: bootID}
 	err := j.Query(q, func(e *journal.Entry) bool {
@@ -286,7 +288,7 @@ func journalLastRun(ctx context.Context, j journalSource, unit, bootID string) (
 // journalKernelLines reads the kernel's entries of a boot (_TRANSPORT=kernel),
 // kept by the same policy as a unit's lines; nil, nil when it has none.
 func journalKernelLines(ctx context.Context, j journalSource, bootID string, since time.Time) (*nodediagv1.LogExcerpt, error) {
-	q := journal.Query{Any: [][]journal.Term{{{Field: "_TRANSPORT", Value: "kernel"}}}, BootID: bootID, Since: since, Fields: journalFields}
+	q := journal.Query{Any: [][]journal.Term{{{Field: "_TRANSPORT", Value: "kernel"}}}, BootID: bootID, Since: since, Fields: journalFields, Reuse: true}
 	ex := &nodediagv1.LogExcerpt{Source: journalKernel, Kind: "kernel"}
 	k := newLineKeeper()
 	n := 0

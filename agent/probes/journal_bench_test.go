@@ -2,7 +2,6 @@ package probes
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,42 +40,8 @@ func benchJournalHost(b *testing.B) *host.Host {
 			b.Fatal(err)
 		}
 		benchJournalRoot, benchJournalSize = dir, n
-		t0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
-		units := []string{"kubelet.service", "containerd.service", "cloud-final.service", "systemd-networkd.service", "sshd.service", "chronyd.service"}
-		journaltest.WriteJournal(b, filepath.Join(dir, "var/log/journal/3d1219c7c4c5404aaa1f6d2a48adfda4/system.journal"), journaltest.Options{}, func(yield func(journaltest.Entry) bool) {
-			for i := 0; i < n; i++ {
-				at := t0.Add(time.Duration(i) * 50 * time.Millisecond)
-				boot := "0123456789abcdef0123456789abcdef"
-				if i >= n/2 {
-					boot = "fedcba9876543210fedcba9876543210"
-				}
-				unit := units[i%3]
-				if i%7 == 0 {
-					unit = units[3+i%3]
-				}
-				sev := "I"
-				if i%97 == 0 {
-					sev = "E"
-				}
-				msg := fmt.Sprintf(`%s0501 %s %7d pod_workers.go:1301] "Syncing pod" pod="kube-system/kube-proxy-%d"`, sev, at.Format("15:04:05.000000"), 1876, i%50)
-				if unit == "containerd.service" {
-					msg = fmt.Sprintf(`time="%s" level=info msg="PullImage \"registry.k8s.io/pause:3.10\" returns image reference"`, at.Format(time.RFC3339Nano))
-				}
-				if !yield(journaltest.Entry{
-					{Name: "__REALTIME_TIMESTAMP", Value: strconv.FormatInt(at.UnixMicro(), 10)},
-					{Name: "__MONOTONIC_TIMESTAMP", Value: strconv.FormatInt(int64(i)*50_000+1, 10)},
-					{Name: "_BOOT_ID", Value: boot},
-					{Name: "_HOSTNAME", Value: "node-1"},
-					{Name: "_PID", Value: "1876"},
-					{Name: "_SYSTEMD_UNIT", Value: unit},
-					{Name: "SYSLOG_IDENTIFIER", Value: unit[:len(unit)-len(".service")]},
-					{Name: "PRIORITY", Value: "6"},
-					{Name: "MESSAGE", Value: msg},
-				}) {
-					return
-				}
-			}
-		})
+		journaltest.WriteJournal(b, filepath.Join(dir, "var/log/journal/3d1219c7c4c5404aaa1f6d2a48adfda4/system.journal"), journaltest.Options{},
+			journaltest.NodeJournal(n, time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)))
 	}
 	h, err := host.New(benchJournalRoot, nil)
 	if err != nil {

@@ -636,15 +636,19 @@ func TestKubeletConfigUbuntuKubeadm(t *testing.T) {
 		"etc/default/kubelet":               "KUBELET_EXTRA_ARGS=--node-labels=node.kubernetes.io/role=worker\n",
 		"var/lib/kubelet/kubeadm-flags.env": kubeadmFlagsEnvText,
 		"var/lib/kubelet/config.yaml":       kubeletConfigYAML,
+		// systemctl enable kubelet
+		"etc/systemd/system/multi-user.target.wants/kubelet.service": "->/usr/lib/systemd/system/kubelet.service",
 	})
 	pe, kc := runKubeletConfig(t, h)
 
 	kubeconfigLine := sl(dropin, 3, `Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"`)
 	flagsLine := sl(kubeadmFlagsEnv, 1, strings.TrimSuffix(kubeadmFlagsEnvText, "\n"))
 	want := &nodediagv1.KubeletConfig{
-		UnitFiles: []string{unit, dropin},
-		ExecStart: sl(dropin, 11, "ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS"),
-		ExecPath:  "/usr/bin/kubelet",
+		UnitFiles:  []string{unit, dropin},
+		ExecStart:  sl(dropin, 11, "ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS"),
+		ExecPath:   "/usr/bin/kubelet",
+		Enablement: "enabled",
+		WantedBy:   "/etc/systemd/system/multi-user.target.wants/kubelet.service",
 		EnvFiles: []*nodediagv1.EnvFile{
 			{Path: kubeadmFlagsEnv, Present: true, Optional: true},
 			{Path: "/etc/default/kubelet", Present: true, Optional: true},

@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // JournalRemote is where Debian installs systemd-journal-remote.
@@ -131,6 +133,50 @@ func Entries(es ...Entry) func(yield func(Entry) bool) {
 	return func(yield func(Entry) bool) {
 		for _, e := range es {
 			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// NodeJournal yields n entries of a busy node's journal, 50 ms apart from
+// t0, over two boots (the second from entry n/2): the kubelet's klog lines
+// (one in 97 an error), containerd's logrus lines, cloud-final's, and other
+// units' (systemd-networkd, sshd, chronyd) one entry in seven. The
+// benchmarks of the journal reader, the journal probe and the whole check
+// read it.
+func NodeJournal(n int, t0 time.Time) func(yield func(Entry) bool) {
+	units := []string{"kubelet.service", "containerd.service", "cloud-final.service", "systemd-networkd.service", "sshd.service", "chronyd.service"}
+	return func(yield func(Entry) bool) {
+		for i := 0; i < n; i++ {
+			at := t0.Add(time.Duration(i) * 50 * time.Millisecond)
+			boot := "0123456789abcdef0123456789abcdef"
+			if i >= n/2 {
+				boot = "fedcba9876543210fedcba9876543210"
+			}
+			unit := units[i%3]
+			if i%7 == 0 {
+				unit = units[3+i%3]
+			}
+			sev := "I"
+			if i%97 == 0 {
+				sev = "E"
+			}
+			msg := fmt.Sprintf(`%s0501 %s %7d pod_workers.go:1301] "Syncing pod" pod="kube-system/kube-proxy-%d"`, sev, at.Format("15:04:05.000000"), 1876, i%50)
+			if unit == "containerd.service" {
+				msg = fmt.Sprintf(`time="%s" level=info msg="PullImage \"registry.k8s.io/pause:3.10\" returns image reference"`, at.Format(time.RFC3339Nano))
+			}
+			if !yield(Entry{
+				{Name: "__REALTIME_TIMESTAMP", Value: strconv.FormatInt(at.UnixMicro(), 10)},
+				{Name: "__MONOTONIC_TIMESTAMP", Value: strconv.FormatInt(int64(i)*50_000+1, 10)},
+				{Name: "_BOOT_ID", Value: boot},
+				{Name: "_HOSTNAME", Value: "node-1"},
+				{Name: "_PID", Value: "1876"},
+				{Name: "_SYSTEMD_UNIT", Value: unit},
+				{Name: "SYSLOG_IDENTIFIER", Value: unit[:len(unit)-len(".service")]},
+				{Name: "PRIORITY", Value: "6"},
+				{Name: "MESSAGE", Value: msg},
+			}) {
 				return
 			}
 		}
