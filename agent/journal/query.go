@@ -465,16 +465,18 @@ func (qc *queryCtx) field(f *File, off uint64) (name, value string, keep, ok boo
 }
 
 // dataCache keeps decoded DATA objects shared by several entries
-// (PRIORITY=6, _HOSTNAME=..., _PID=...), by offset. It is a two-generation
-// cache: when the current map is full it becomes the old one and the older
-// one is dropped, so at most 2×dataCacheSize small values are held.
+// (PRIORITY=6, _HOSTNAME=..., _PID=...), by offset, in a direct-mapped table:
+// one probe per field of every entry, a miss as cheap as a hit (the entries
+// of a long query are millions), a slot taken by the latest object that
+// falls in it. At most dataCacheSlots small values are held.
 type dataCache struct {
-	cur, old map[dataKey]dataVal
+	slots []dataSlot
 }
 
-type dataKey struct {
+type dataSlot struct {
 	f   *File
 	off uint64
+	v   dataVal
 }
 
 type dataVal struct {
@@ -484,22 +486,25 @@ type dataVal struct {
 }
 
 const (
-	dataCacheSize     = 4096
+	dataCacheBits     = 13
+	dataCacheSlots    = 1 << dataCacheBits
 	dataCacheMaxValue = 1024
 )
 
 func (c *dataCache) init() {
-	c.cur = make(map[dataKey]dataVal, 256)
+	c.slots = make([]dataSlot, dataCacheSlots)
+}
+
+// slot is where off lives: objects are 8-byte aligned, and a
+// multiplicative hash spreads neighbours.
+func (c *dataCache) slot(off uint64) *dataSlot {
+	return &c.slots[((off>>3)*0x9E3779B97F4A7C15)>>(64-dataCacheBits)]
 }
 
 func (c *dataCache) get(f *File, off uint64) (dataVal, bool) {
-	k := dataKey{f, off}
-	if v, ok := c.cur[k]; ok {
-		return v, true
-	}
-	if v, ok := c.old[k]; ok {
-		c.store(k, v)
-		return v, true
+	s := c.slot(off)
+	if s.f == f && s.off == off && f != nil {
+		return s.v, true
 	}
 	return dataVal{}, false
 }
@@ -510,13 +515,5 @@ func (c *dataCache) put(f *File, off uint64, v dataVal, nEntries uint64) {
 	if nEntries <= 1 || len(v.value) > dataCacheMaxValue {
 		return
 	}
-	c.store(dataKey{f, off}, v)
-}
-
-func (c *dataCache) store(k dataKey, v dataVal) {
-	if len(c.cur) >= dataCacheSize {
-		c.old = c.cur
-		c.cur = make(map[dataKey]dataVal, dataCacheSize/4)
-	}
-	c.cur[k] = v
+	*c.slot(off) = dataSlot{f: f, off: off, v: v}
 }

@@ -283,10 +283,11 @@ func namedBootOf(named []Boot, u Boot) int {
 
 // Query calls fn for each matching entry (see Query of Journal: the same
 // Any, BootID, Since and Until; Fields is ignored, every field of a text
-// entry is cheap). The exports read are the ones made for a unit the query
-// names (a _SYSTEMD_UNIT or UNIT term), when there are such exports; else
-// the whole-journal exports; a query naming no unit reads every export.
-// Entries are yielded in each file's order.
+// entry is cheap). The exports read for a unit a clause names (a
+// _SYSTEMD_UNIT or UNIT term) are the ones made for it, when there are
+// such exports; else the whole-journal exports; a query naming no unit
+// reads every export (see filesFor). Entries are yielded in each file's
+// order.
 func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
 	files := t.filesFor(q)
 	if len(files) == 0 {
@@ -305,6 +306,7 @@ func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
 			}
 		}
 	}
+	var clauses [][]Term // the clauses of the export being read
 	pre := func(a *textAttrs, rt time.Time, bootID string, _ int) bool {
 		if want != "" && bootID != want {
 			if bootID != "" || span.ID == "" || rt.Before(span.First) || rt.After(span.Last) {
@@ -317,10 +319,12 @@ func (t *TextJournal) Query(q Query, fn func(*Entry) bool) error {
 		if !q.Until.IsZero() && rt.After(q.Until) {
 			return false
 		}
-		return a.matches(q.Any)
+		return a.matches(clauses)
 	}
 	cachedQuery := t.answersFromCache(q)
-	for _, f := range files {
+	for _, fq := range files {
+		f := fq.f
+		clauses = fq.any
 		if cachedQuery && f.cached {
 			for _, e := range f.cache {
 				a := textAttrs{message: e.Fields["MESSAGE"], ident: e.Fields["SYSLOG_IDENTIFIER"], pid: e.Fields["_PID"],
@@ -370,32 +374,58 @@ func (t *TextJournal) answersFromCache(q Query) bool {
 	return true
 }
 
-// filesFor picks the exports a query reads.
-func (t *TextJournal) filesFor(q Query) []*textFile {
-	units := map[string]bool{}
+// fileQuery is one export a query reads and the clauses of the query
+// that export answers.
+type fileQuery struct {
+	f   *textFile
+	any [][]Term
+}
+
+// filesFor picks the exports a query reads: for each unit a clause names,
+// the exports made for that unit when there are such, else the
+// whole-journal exports; a clause naming no unit, and a query of no
+// clauses, reads every export. A whole-journal export is asked only the
+// clauses of units without their own export, so that a query naming
+// several units (journalctl -u A -u B) gets each entry once.
+func (t *TextJournal) filesFor(q Query) []fileQuery {
+	if len(q.Any) == 0 {
+		out := make([]fileQuery, len(t.exports))
+		for i, f := range t.exports {
+			out[i] = fileQuery{f: f}
+		}
+		return out
+	}
+	hasExport := map[string]bool{}
+	for _, f := range t.exports {
+		if f.Unit != "" {
+			hasExport[f.Unit] = true
+		}
+	}
+	scoped := map[string][][]Term{} // unit → clauses naming it
+	var rest [][]Term               // clauses the whole-journal exports answer
 	for _, clause := range q.Any {
+		unit := ""
 		for _, term := range clause {
-			if term.Field == "_SYSTEMD_UNIT" || term.Field == "UNIT" {
-				units[term.Value] = true
+			if (term.Field == "_SYSTEMD_UNIT" || term.Field == "UNIT") && hasExport[term.Value] {
+				unit = term.Value
 			}
 		}
+		if unit == "" {
+			rest = append(rest, clause)
+			continue
+		}
+		scoped[unit] = append(scoped[unit], clause)
 	}
-	if len(units) == 0 {
-		return t.exports
-	}
-	var scoped, whole []*textFile
+	var out []fileQuery
 	for _, f := range t.exports {
 		switch {
-		case f.Unit == "":
-			whole = append(whole, f)
-		case units[f.Unit]:
-			scoped = append(scoped, f)
+		case f.Unit == "" && len(rest) > 0:
+			out = append(out, fileQuery{f: f, any: rest})
+		case f.Unit != "" && len(scoped[f.Unit]) > 0:
+			out = append(out, fileQuery{f: f, any: scoped[f.Unit]})
 		}
 	}
-	if len(scoped) > 0 {
-		return scoped
-	}
-	return whole
+	return out
 }
 
 // textAttrs are the fields of a text entry a query can ask for, known

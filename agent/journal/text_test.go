@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +307,39 @@ func TestTextAttributesUnits(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("kubelet.service entries (-want +got):\n%s", diff)
+	}
+}
+
+// A query naming two units, one with an export of its own and one found
+// only in the whole journal's, gets each unit's entries once: the first
+// from its own export (not again from the whole journal), the second from
+// the whole journal.
+func TestTextQueryOfUnitsScopedAndNot(t *testing.T) {
+	whole := strings.Join([]string{
+		"May 01 00:00:01.000000 n kubelet[812]: kubelet in the whole journal",
+		"May 01 00:00:02.000000 n containerd[99]: containerd in the whole journal",
+		"May 01 00:00:03.000000 n sshd[4]: Accepted publickey",
+		"",
+	}, "\n")
+	kubelet := "May 01 00:00:01.000000 n kubelet[812]: kubelet in the whole journal\n"
+	h := textHost(t, map[string]string{"journal.log": whole, "kubelet.log": kubelet})
+	tj, err := OpenText(h, TextOptions{Reference: time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)},
+		TextExport{Path: "/journal.log"}, TextExport{Path: "/kubelet.log", Unit: "kubelet.service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Any: [][]Term{{{"_SYSTEMD_UNIT", "kubelet.service"}}, {{"_SYSTEMD_UNIT", "containerd.service"}}}}
+	var got []string
+	for _, e := range textAll(t, tj, q) {
+		got = append(got, e.Fields["_SYSTEMD_UNIT"]+": "+e.Fields["MESSAGE"])
+	}
+	slices.Sort(got)
+	want := []string{
+		"containerd.service: containerd in the whole journal",
+		"kubelet.service: kubelet in the whole journal",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries of two units (-want +got):\n%s", diff)
 	}
 }
 

@@ -147,21 +147,23 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 	if len(boots) > 0 {
 		data.BootId = boots[len(boots)-1].ID
 	}
-	for _, u := range journalUnits {
-		if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
+		for _, u := range journalUnits {
 			probe.Unreadable(pe, "journal:"+u.unit, fmt.Errorf("not read: %w", err))
-			continue
 		}
-		ex, state, err := journalUnit(ctx, src, u.unit, u.kind, data.BootId, h.Since)
-		if err != nil {
-			probe.Unreadable(pe, "journal:"+u.unit, err)
-			continue
-		}
-		if ex != nil {
-			data.Sources = append(data.Sources, ex)
-		}
-		if state != nil {
-			data.Units = append(data.Units, state)
+	} else {
+		outs, err := journalUnitsRead(ctx, src, data.BootId, h.Since)
+		for _, u := range journalUnits {
+			o := outs[u.unit]
+			switch {
+			case err != nil:
+				probe.Unreadable(pe, "journal:"+u.unit, err)
+			case o.ex != nil:
+				data.Sources = append(data.Sources, o.ex)
+				if o.state != nil {
+					data.Units = append(data.Units, o.state)
+				}
+			}
 		}
 	}
 	// A unit with no entry in this boot: its last run in the boot before (a
@@ -193,53 +195,77 @@ func (p journalProbe) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeE
 	return pe, nil
 }
 
-// journalUnit reads one unit's entries of a boot, from since when it is set
-// (--since: the reader finds it by bisection, as journalctl does); nil, nil
-// when it has none.
-func journalUnit(ctx context.Context, j journalSource, unit, kind, bootID string, since time.Time) (*nodediagv1.LogExcerpt, *nodediagv1.UnitState, error) {
-	q := journal.Query{
-		Any: [][]journal.Term{
-			{{Field: "_SYSTEMD_UNIT", Value: unit}},
-			{{Field: "UNIT", Value: unit}, {Field: "_PID", Value: "1"}},
-		},
-		BootID: bootID,
-		Since:  since,
-		Fields: journalFields,
-		Reuse:  true,
+// unitRead is what journalUnitsRead made of one unit's entries.
+type unitRead struct {
+	ex    *nodediagv1.LogExcerpt
+	state *nodediagv1.UnitState
+	keep  *lineKeeper
+	st    *unitFromJournal
+	keys  redact.KeyBlock
+}
+
+// journalUnitsRead reads the entries of a boot of every unit of
+// journalUnits in one pass (one query for all, as journalctl -u A -u B
+// does: the file is read once, not once per unit), from since when it is
+// set (--since: the reader finds it by bisection): each unit's own entries
+// (_SYSTEMD_UNIT) and what systemd wrote about it (UNIT=, from PID 1), kept
+// by the same policy as text logs, and the unit's state derived from
+// systemd's messages. A unit without entries has no excerpt.
+func journalUnitsRead(ctx context.Context, j journalSource, bootID string, since time.Time) (map[string]*unitRead, error) {
+	q := journal.Query{BootID: bootID, Since: since, Fields: journalFields, Reuse: true}
+	outs := map[string]*unitRead{}
+	for _, u := range journalUnits {
+		q.Any = append(q.Any,
+			[]journal.Term{{Field: "_SYSTEMD_UNIT", Value: u.unit}},
+			[]journal.Term{{Field: "UNIT", Value: u.unit}, {Field: "_PID", Value: "1"}})
+		outs[u.unit] = &unitRead{
+			ex:   &nodediagv1.LogExcerpt{Source: "journal:" + u.unit, Kind: u.kind},
+			keep: newLineKeeper(),
+			st:   &unitFromJournal{unit: u.unit},
+		}
 	}
-	ex := &nodediagv1.LogExcerpt{Source: "journal:" + unit, Kind: kind}
-	k := newLineKeeper()
-	st := unitFromJournal{unit: unit}
-	var keys redact.KeyBlock
 	n := 0
 	err := j.Query(q, func(e *journal.Entry) bool {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return false
 		}
 		n++
-		msg := keys.Line(strings.TrimRight(e.Fields["MESSAGE"], "\n"))
+		fromSystemd := false
+		o := outs[e.Fields["_SYSTEMD_UNIT"]]
+		if e.Fields["_PID"] == "1" {
+			if so := outs[e.Fields["UNIT"]]; so != nil {
+				o, fromSystemd = so, true
+			}
+		}
+		if o == nil {
+			return true
+		}
+		msg := o.keys.Line(strings.TrimRight(e.Fields["MESSAGE"], "\n"))
 		program := e.Fields["SYSLOG_IDENTIFIER"]
-		fromSystemd := e.Fields["_PID"] == "1" && e.Fields["_SYSTEMD_UNIT"] != unit
 		if fromSystemd {
 			program = "systemd"
-			st.see(e, msg)
+			o.st.see(e, msg)
 		}
-		ex.TotalLines++
-		k.seeTime(e.Realtime)
-		k.add(logsCandidate{raw: msg, time: e.Realtime, program: program, important: fromSystemd || logline.Notable(msg)})
+		o.ex.TotalLines++
+		o.keep.seeTime(e.Realtime)
+		o.keep.add(logsCandidate{raw: msg, time: e.Realtime, program: program, important: fromSystemd || logline.Notable(msg)})
 		return true
 	})
 	if err != nil && n == 0 {
-		return nil, nil, err
+		return nil, err
 	}
 	if ctx.Err() != nil {
-		return nil, nil, fmt.Errorf("not read to the end: %w", ctx.Err())
+		return nil, fmt.Errorf("not read to the end: %w", ctx.Err())
 	}
-	if n == 0 {
-		return nil, nil, nil
+	for unit, o := range outs {
+		if o.ex.TotalLines == 0 {
+			outs[unit] = &unitRead{}
+			continue
+		}
+		o.keep.finish(o.ex)
+		o.state = o.st.state()
 	}
-	k.finish(ex)
-	return ex, st.state(), nil
+	return outs, nil
 }
 
 func journalHasSource(j *nodediagv1.Journal, source string) bool {
