@@ -174,8 +174,12 @@ type queryCtx struct {
 	all     bool     // decode all fields
 	want    []string // fields to decode
 	names   map[string]string
-	cache   dataCache
-	items   []uint64
+	// lastName is the field name of the last object decoded (not found
+	// in cache), and whether it is wanted.
+	lastName string
+	lastKeep bool
+	cache    dataCache
+	items    []uint64
 
 	lastBoot    [16]byte
 	lastBootStr string
@@ -346,13 +350,15 @@ func (qc *queryCtx) decode(c *cursor) *Entry {
 		qc.lastBoot = h.boot
 		qc.lastBootStr = formatID(h.boot)
 	}
-	e := &Entry{}
+	var e *Entry
 	if qc.reuse {
 		if qc.entry == nil {
 			qc.entry = &Entry{Fields: map[string]string{}}
 		}
 		e = qc.entry
 		clear(e.Fields)
+	} else {
+		e = &Entry{}
 	}
 	e.Realtime = usecTime(h.realtime)
 	e.Monotonic = time.Duration(h.monotonic) * time.Microsecond
@@ -455,8 +461,14 @@ func (qc *queryCtx) field(f *File, off uint64) (name, value string, keep, ok boo
 		qc.cache.put(f, off, dataVal{bad: true}, d.nEntries)
 		return "", "", false, false
 	}
-	name = qc.intern(payload[:eq])
-	keep = qc.wants(payload[:eq])
+	if nb := payload[:eq]; string(nb) == qc.lastName {
+		// The objects missed are mostly of one field (MESSAGE: every
+		// entry's own): its name is not looked up again.
+		name, keep = qc.lastName, qc.lastKeep
+	} else {
+		name, keep = qc.intern(nb), qc.wants(nb)
+		qc.lastName, qc.lastKeep = name, keep
+	}
 	if keep {
 		value = string(payload[eq+1:])
 	}

@@ -354,11 +354,8 @@ func parseInner(text string, off int, c clock, l *Line) {
 			l.setTime(t, FormatLogrus, off+6, off+end)
 		}
 		rest := strings.TrimPrefix(msg[end+1:], " ")
-		if v, ok := strings.CutPrefix(rest, "level="); ok {
-			if sp := strings.IndexByte(v, ' '); sp >= 0 {
-				v = v[:sp]
-			}
-			l.Level = level(v)
+		if lv, ok := logrusLevel(msg); ok {
+			l.Level = lv
 		}
 		l.Message = rest
 	default:
@@ -366,6 +363,25 @@ func parseInner(text string, off int, c clock, l *Line) {
 			l.Level = lv
 		}
 	}
+}
+
+// logrusLevel is the level of a logrus line, msg starting with time="...":
+// the word after "level=" right after the quoted time, and whether there
+// is one.
+func logrusLevel(msg string) (string, bool) {
+	end := strings.IndexByte(msg[6:], '"')
+	if end < 0 {
+		return "", false
+	}
+	rest := strings.TrimPrefix(msg[6+end+1:], " ")
+	v, ok := strings.CutPrefix(rest, "level=")
+	if !ok {
+		return "", false
+	}
+	if sp := strings.IndexByte(v, ' '); sp >= 0 {
+		v = v[:sp]
+	}
+	return level(v), true
 }
 
 // klogHeader parses "Lmmdd hh:mm:ss.uuuuuu threadid file:line] " and returns

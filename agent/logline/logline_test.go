@@ -337,6 +337,10 @@ func FuzzParse(f *testing.F) {
 		"\t[ERROR Swap]: x",
 		`Feb 29 10:00:00 h p[1]: x`,
 		`F0101 00:00:00.000000 1 a:1]`,
+		`time="not a time" level=warning msg="x"`,
+		`time="2024-01-01T00:00:00Z" msg="no level"`,
+		`time="2024-01-01T00:00:00Z"  level=bogus`,
+		`time="`,
 	}
 	for _, s := range seeds {
 		f.Add(s)

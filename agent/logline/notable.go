@@ -1,6 +1,7 @@
 package logline
 
 import (
+	"strings"
 	"time"
 )
 
@@ -85,7 +86,9 @@ func Failure(text string) bool { return wordsIn(text, failureWord) != 0 }
 
 // quickLevel is Parse(text).Level without the cost of reading times: a line
 // that starts with a klog header ("I0501 10:00:00.000000 ...", most of a
-// kubelet's journal) has its letter's level; any other goes through Parse.
+// kubelet's journal) has its letter's level, a logrus line (time="..."
+// level=..., containerd's) the level it states; any other goes through
+// Parse.
 func quickLevel(text string) string {
 	if _, ok := klogHeaderLen(text); ok {
 		switch text[0] {
@@ -98,6 +101,12 @@ func quickLevel(text string) string {
 		case 'F':
 			return LevelFatal
 		}
+	}
+	if strings.HasPrefix(text, `time="`) {
+		// A logrus line (containerd's): its level follows the quoted time,
+		// which is not read.
+		lv, _ := logrusLevel(text)
+		return lv
 	}
 	return Parse(text, time.Time{}).Level
 }

@@ -218,6 +218,9 @@ func (k *KeyBlock) Line(line string) string {
 		}
 		return Mark
 	}
+	if !strings.Contains(line, "-----BEGIN ") {
+		return line // the regexp's literal prefix, checked without it
+	}
 	if loc := beginKey.FindStringIndex(line); loc != nil && !endKey.MatchString(line[loc[1]:]) {
 		k.inside = true
 	}
