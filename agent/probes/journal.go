@@ -342,11 +342,17 @@ func journalKernelLines(ctx context.Context, j journalSource, bootID string, sin
 	return ex, nil
 }
 
-// Messages systemd (PID 1) writes about a unit (src/core/service.c, unit.c).
+// Messages systemd (PID 1) writes about a unit (src/core/service.c,
+// unit.c), in today's wording and in that of systemd before 236 (CentOS 7:
+// "main process exited", "holdoff time over, scheduling restart", "Unit
+// kubelet.service entered failed state.").
 var (
-	unitRestartRe = regexp.MustCompile(`Scheduled restart job, restart counter is at (\d+)`)
-	unitExitRe    = regexp.MustCompile(`Main process exited, code=(\w+), status=(\d+)(?:/(\S+))?`)
-	unitResultRe  = regexp.MustCompile(`Failed with result '([\w-]+)'`)
+	unitRestartRe    = regexp.MustCompile(`Scheduled restart job, restart counter is at (\d+)`)
+	unitExitRe       = regexp.MustCompile(`[Mm]ain process exited, code=(\w+), status=(\d+)(?:/(\S+))?`)
+	unitResultRe     = regexp.MustCompile(`Failed with result '([\w-]+)'`)
+	unitHoldoffRe    = regexp.MustCompile(`holdoff time over, scheduling restart`)
+	unitStartLimitRe = regexp.MustCompile(`[Ss]tart request repeated too quickly`)
+	unitFailedOldRe  = regexp.MustCompile(`^Unit \S+ entered failed state\.|^\S+\.service failed\.$|^Failed to start `)
 )
 
 // unitFromJournal derives a unit's state from systemd's messages about it.
@@ -376,6 +382,18 @@ func (u *unitFromJournal) see(e *journal.Entry, msg string) {
 		u.active, u.sub = "deactivating", "stop-post"
 	case unitResultRe.MatchString(msg):
 		u.result = unitResultRe.FindStringSubmatch(msg)[1]
+		u.active, u.sub = "failed", "failed"
+	case unitHoldoffRe.MatchString(msg):
+		// systemd before 236 counts no restarts: they are counted here.
+		u.restarts++
+		u.active, u.sub = "activating", "auto-restart"
+	case unitStartLimitRe.MatchString(msg):
+		u.result = "start-limit-hit"
+		u.active, u.sub = "failed", "failed"
+	case unitFailedOldRe.MatchString(msg):
+		if u.result == "" {
+			u.result = "exit-code"
+		}
 		u.active, u.sub = "failed", "failed"
 	case strings.HasPrefix(msg, "Started "):
 		u.active, u.sub = "active", "running"
