@@ -32,7 +32,7 @@ var failureWords = []string{
 	// Downloads and packages (curl, wget, tar, gzip, apt, dnf, yum).
 	"curl: (", "does not look like", "not in gzip format", "no match",
 	"no package", "no installation candidate", "not signed", "no_pubkey",
-	"is to be installed", "; however:",
+	"is to be installed", "; however:", "release file", "status code: 4", "status code: 5",
 	// Kernel (node-problem-detector's kernel monitor watches the same).
 	"out of memory", "oom-kill", "oom_kill", "oom-killer", "killed process",
 	"read-only", "journal has aborted", "aborting journal", "corruption detected",

@@ -105,7 +105,7 @@ func TestRank(t *testing.T) {
 			for _, id := range tt.in {
 				fs = append(fs, f(id))
 			}
-			rank(fs)
+			rank(fs, rankOptions{})
 			if diff := cmp.Diff(tt.want, ids(fs)); diff != "" {
 				t.Errorf("order (-want +got):\n%s", diff)
 			}

@@ -46,6 +46,13 @@ var (
 		RefutedBy:   "an executable kubelet at the path the unit runs",
 		Explains:    kubeletSymptoms,
 	})
+	KubeletSpawnFailed = register(Problem{
+		ID: "KubeletSpawnFailed", Category: CatKubeletNotRunning, Severity: Error,
+		Title:       "systemd cannot start the kubelet: {detail}",
+		Remediation: "systemd fails before the kubelet runs, at a step of setting up its process: CHDIR is the unit's WorkingDirectory= missing (create it, e.g. mkdir -p /var/lib/kubelet, or remove the setting), EXEC the ExecStart= binary missing or not executable, USER/GROUP an unknown account, NAMESPACE a ReadWritePaths= or similar path that does not exist. Fix the unit or the path (systemctl cat kubelet shows the unit and its drop-ins), then systemctl daemon-reload and restart kubelet.",
+		RefutedBy:   "the kubelet's own log lines after its start",
+		Explains:    append([]string{"KubeletNotInstalled"}, kubeletSymptoms...),
+	})
 	VersionMismatch = register(Problem{
 		ID: "VersionMismatch", Category: CatVersionMismatch, Severity: Error,
 		Title:       "{binary} is {version}, not the expected {expected}",
@@ -155,6 +162,21 @@ var (
 		Remediation: "Give containerd the registry's CA: ca = \"/etc/containerd/certs.d/<registry>/ca.crt\" in that registry's hosts.toml (config_path), or the CA in the node's trust store (update-ca-certificates) and a restart of containerd; a registry with a self-signed certificate needs its own CA, not skip_verify, in production.",
 		RefutedBy:   "a pull from that registry succeeding",
 		Explains:    append([]string{"ImagePullFailed", "ImageNotFound", "KubeadmPreflightFailed", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	SandboxImageMissing = register(Problem{
+		ID: "SandboxImageMissing", Category: CatImagePullFailed, Severity: Error,
+		Title:       "the runtime cannot get its pod sandbox (pause) image {image}: no pod can start",
+		Remediation: "Put the sandbox image the runtime is configured with on the node, or point the configuration at one it can get: sandbox_image (containerd 1.x) or pinned_images.sandbox (containerd 2.x) in /etc/containerd/config.toml, --pod-infra-container-image for older kubelets. A name without a registry (localhost/...) is never pulled: it must be imported into the k8s.io namespace (ctr -n k8s.io images import), as the node image's boot scripts do; otherwise check that the registry or mirror serves it.",
+		RefutedBy:   "the image listed by crictl images, and pod sandboxes starting",
+		Explains:    append([]string{"ImagePullFailed", "CNINotInitialized", "KubeletNotHealthy"}, bootstrapSymptoms...),
+	})
+	ImageReferenceInvalid = register(Problem{
+		ID: "ImageReferenceInvalid", Category: CatImagePullFailed, Severity: Error,
+		Title:       "an image name the node uses is not a valid reference: {image}",
+		Defaults:    Params{"image": "(see the quoted line)"},
+		Remediation: "The runtime rejects the name before it asks any registry (invalid reference format: a stray quote or space, upper-case letters, a second tag). Find where it is set and fix the value: --pod-infra-container-image in the kubelet's flags (/etc/sysconfig/kubelet, /etc/default/kubelet, /var/lib/kubelet/kubeadm-flags.env), sandbox_image in /etc/containerd/config.toml, or the image of a static pod manifest; then restart the kubelet.",
+		RefutedBy:   "the same image pulled by that name (crictl pull)",
+		Explains:    append([]string{"ImagePullFailed", "CNINotInitialized", "KubeletNotHealthy"}, bootstrapSymptoms...),
 	})
 	ImagePullFailed = register(Problem{
 		ID: "ImagePullFailed", Category: CatImagePullFailed, Severity: Error, Confidence: Medium,
@@ -268,7 +290,9 @@ var (
 		Title:       "the API server {endpoint} cannot be reached from the node",
 		Remediation: "Check the path from the node to the control plane endpoint: DNS of the endpoint, the load balancer and its health probe on 6443, NSG rules, and whether the first control plane node ever initialised (a join waits for it).",
 		RefutedBy:   "a connection to the endpoint succeeding from the node",
-		Explains:    append([]string{"KubeletNotHealthy"}, bootstrapSymptoms...),
+		// A node that cannot reach its API server never gets the CNI's
+		// pod (a DaemonSet) that writes the network configuration.
+		Explains: append([]string{"KubeletNotHealthy", "CNINotInitialized", "CNIConfigMissing"}, bootstrapSymptoms...),
 	})
 	KubeadmPreflightKubeletVersion = register(Problem{
 		ID: "KubeadmPreflightKubeletVersion", Category: CatVersionSkew, Severity: Error,
@@ -347,6 +371,13 @@ var (
 		Remediation: "The node stays NotReady until a CNI add-on writes its config here. On CAPZ the CNI (Calico) is installed by a HelmChartProxy that matches the Cluster's labels (cni: calico): check the label, the HelmReleaseProxy and the calico-node pod for this node.",
 		RefutedBy:   "a *.conf or *.conflist file in the directory",
 		Explains:    []string{"CNINotInitialized"},
+	})
+	CalicoNodeNotRunning = register(Problem{
+		ID: "CalicoNodeNotRunning", Category: CatCNINotReady, Severity: Error,
+		Title:       "calico's CNI plugin fails on this node: calico/node has not run here ({detail})",
+		Remediation: "calico-node (the DaemonSet's pod on this node) writes /var/lib/calico/nodename when it starts, and the plugin needs it to set up or tear down any pod's network. Find why calico-node does not run on this node: kubectl -n kube-system (or calico-system) get pods -o wide for this node, its events and logs (an image it cannot pull, a taint it does not tolerate, a crash); once it runs, the sandboxes come up.",
+		RefutedBy:   "/var/lib/calico/nodename present and calico-node running on the node",
+		Explains:    []string{"CNINotInitialized", "CNIConfigMissing"},
 	})
 	CNINotInitialized = register(Problem{
 		ID: "CNINotInitialized", Category: CatCNINotReady, Severity: Error,

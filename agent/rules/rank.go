@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -64,21 +65,35 @@ func checkAcyclic() error {
 // other explains is a consequence. Order: root candidates (warning and up)
 // first, then consequences, nearest to their cause first, then the remaining
 // info findings; within each: severity, causes before symptoms, confidence,
-// catalog order, earliest evidence, title.
-func rank(fs []*nodediagv1.Finding) {
+// catalog order, earliest evidence, title. A latent finding (see latent)
+// explains nothing: the node shows another cause at work. When the
+// bootstrap failed first (see bootstrapFirst), the bootstrap's failures
+// explain the kubelet's instead of the other way round.
+func rank(fs []*nodediagv1.Finding, o rankOptions) {
 	cl := explainsClosure()
+	explains := func(a, b string) bool {
+		if o.bootstrapFirst {
+			switch {
+			case isKubeletSymptom(a) && isBootstrapSymptom(b):
+				return false
+			case isBootstrapSymptom(a) && isKubeletSymptom(b):
+				return true
+			}
+		}
+		return cl[a][b]
+	}
 	explainedBy := map[*nodediagv1.Finding][]*nodediagv1.Finding{}
 	for _, a := range fs {
 		a.Explains = nil
 		a.Consequence = false
 	}
 	for _, a := range fs {
-		if !SeverityAtLeast(a.Severity, Warning) {
+		if !SeverityAtLeast(a.Severity, Warning) || o.latent[a] {
 			continue
 		}
 		seen := map[string]bool{}
 		for _, b := range fs {
-			if a == b || a.Id == b.Id || !cl[a.Id][b.Id] {
+			if a == b || a.Id == b.Id || !explains(a.Id, b.Id) {
 				continue
 			}
 			b.Consequence = true
@@ -158,6 +173,19 @@ func rank(fs []*nodediagv1.Finding) {
 		}
 		return less(fs[i], fs[j])
 	})
+}
+
+// rankOptions are what the evidence says about the order of causes.
+type rankOptions struct {
+	latent         map[*nodediagv1.Finding]bool
+	bootstrapFirst bool
+}
+
+// isBootstrapSymptom and isKubeletSymptom: the bootstrap's failures
+// (bootstrapSymptoms) and the kubelet's own (kubeletSymptoms without them).
+func isBootstrapSymptom(id string) bool { return slices.Contains(bootstrapSymptoms, id) }
+func isKubeletSymptom(id string) bool {
+	return slices.Contains(kubeletSymptoms, id) && !isBootstrapSymptom(id)
 }
 
 func less(a, b *nodediagv1.Finding) bool {

@@ -126,9 +126,10 @@ func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 	}
 	fs = merge(fs, signatureFindings(in))
 	fs = append(fs, unrecognisedErrors(in, fs)...)
+	latentFs := latent(in, fs)
 	roleAdjust(in, fs)
 	verdict, reason := judgeVerdict(in, fs)
-	rank(fs)
+	rank(fs, rankOptions{latent: latentFs, bootstrapFirst: bootstrapFirst(in, fs)})
 	return Result{
 		Findings:      fs,
 		Window:        &nodediagv1.Window{Since: ts(in.Since), Until: ts(in.Until)},

@@ -293,7 +293,7 @@ func TestKubeletCrashLoopRanks(t *testing.T) {
 	fs := []*nodediagv1.Finding{
 		f("CloudInitFailed"), f("BootstrapSentinelMissing"), f("KubeletNotHealthy"), f("KubeletCrashLoop"),
 	}
-	rank(fs)
+	rank(fs, rankOptions{})
 	if got, want := ids(fs), []string{"KubeletCrashLoop", "KubeletNotHealthy", "CloudInitFailed", "BootstrapSentinelMissing"}; !cmp.Equal(got, want) {
 		t.Errorf("order = %v, want %v", got, want)
 	}
