@@ -217,10 +217,15 @@ type kubeadmPodManifest struct {
 		InitContainers []struct {
 			Image string `json:"image"`
 		} `json:"initContainers"`
-		Containers []struct {
-			Image string `json:"image"`
-		} `json:"containers"`
+		Containers []podContainer `json:"containers"`
 	} `json:"spec"`
+}
+
+// podContainer is what is read of a manifest's container.
+type podContainer struct {
+	Image   string   `json:"image"`
+	Command []string `json:"command"`
+	Args    []string `json:"args"`
 }
 
 // parseStaticPodManifest reads a static pod manifest (YAML or JSON) at the host
@@ -264,7 +269,43 @@ func parseStaticPodManifest(p string, b []byte) *nodediagv1.StaticPod {
 	if quoted != "" {
 		sp.ImageLine = kubeadmFieldLine(p, b, 1, "image", quoted)
 	}
+	sp.FlagLines = manifestFlagLines(p, b, m)
 	return sp
+}
+
+// maxManifestFlags bounds the flag lines kept of a manifest.
+const maxManifestFlags = 100
+
+// manifestFlagLines finds the lines of the flags the containers' command
+// and args set: each "--name[=value]" item, as the YAML list writes it
+// ("- --address=0.0.0.0", quoted or not) or as a JSON array element.
+func manifestFlagLines(p string, b []byte, m kubeadmPodManifest) []*nodediagv1.SourceLine {
+	want := map[string]bool{}
+	for _, c := range m.Spec.Containers {
+		for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
+			if strings.HasPrefix(a, "-") {
+				want[a] = true
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var out []*nodediagv1.SourceLine
+	for i, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimRight(l, "\r")
+		t := strings.TrimSpace(l)
+		t = strings.TrimSpace(strings.TrimPrefix(t, "- "))
+		t = strings.TrimSuffix(t, ",")
+		t = strings.Trim(t, `"'`)
+		if want[t] {
+			out = append(out, &nodediagv1.SourceLine{Path: p, Line: int32(i + 1), Text: kubeadmValidUTF8(l)})
+			if len(out) == maxManifestFlags {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // kubeadmDoc holds the fields of a kubeadm configuration document that are

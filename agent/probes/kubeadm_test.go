@@ -185,6 +185,10 @@ var kadmStaticPodCases = []struct {
 			Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Name: "kube-apiserver",
 			Images:    []string{"registry.k8s.io/kube-apiserver:v1.32.0"},
 			ImageLine: &nodediagv1.SourceLine{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Line: 18, Text: "    image: registry.k8s.io/kube-apiserver:v1.32.0"},
+			FlagLines: []*nodediagv1.SourceLine{
+				{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Line: 16, Text: "    - --advertise-address=10.0.0.4"},
+				{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Line: 17, Text: "    - --allow-privileged=true"},
+			},
 		},
 	},
 	{
@@ -247,7 +251,7 @@ var kadmStaticPodCases = []struct {
 		in:   "kind: Pod\nspec:\n  containers: registry.k8s.io/kube-apiserver:v1.32.0\n",
 		want: &nodediagv1.StaticPod{
 			Path: "/etc/kubernetes/manifests/x.yaml", Name: "x",
-			ParseError: "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field .spec.containers of type []struct { Image string \"json:\\\"image\\\"\" }",
+			ParseError: "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field .spec.containers of type []probes.podContainer",
 		},
 	},
 	{
@@ -548,7 +552,11 @@ func TestKubeadmControlPlaneNode(t *testing.T) {
 		StaticPods: []*nodediagv1.StaticPod{
 			{Path: "/etc/kubernetes/manifests/etcd.yaml", Name: "etcd", Images: []string{"registry.k8s.io/etcd:3.5.16-0"},
 				ImageLine: &nodediagv1.SourceLine{Path: "/etc/kubernetes/manifests/etcd.yaml", Line: 10, Text: "    image: registry.k8s.io/etcd:3.5.16-0"}},
-			{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Name: "kube-apiserver", Images: []string{"registry.k8s.io/kube-apiserver:v1.32.0"}, ImageLine: apiserverLine},
+			{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Name: "kube-apiserver", Images: []string{"registry.k8s.io/kube-apiserver:v1.32.0"}, ImageLine: apiserverLine,
+				FlagLines: []*nodediagv1.SourceLine{
+					{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Line: 16, Text: "    - --advertise-address=10.0.0.4"},
+					{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Line: 17, Text: "    - --allow-privileged=true"},
+				}},
 		},
 		ConfigFiles: []*nodediagv1.KubeadmConfigFile{{
 			Path: "/run/kubeadm/kubeadm.yaml", Kinds: []string{"ClusterConfiguration", "InitConfiguration"},

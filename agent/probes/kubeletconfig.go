@@ -1126,7 +1126,10 @@ type kubeletConfiguration struct {
 
 const kubeletConfigGroup = "kubelet.config.k8s.io"
 
-var yamlErrorLine = regexp.MustCompile(`\bline (\d+)\b`)
+var (
+	yamlErrorLine  = regexp.MustCompile(`\bline (\d+)\b`)
+	jsonFieldError = regexp.MustCompile(`Go struct field \w+\.([\w.]+) of type`)
+)
 
 // parseKubeletConfigFile parses the kubelet's --config file (YAML or JSON)
 // at host path p. A file the kubelet would refuse (malformed YAML, a field of
@@ -1148,6 +1151,11 @@ func parseKubeletConfigFile(p string, b []byte) *nodediagv1.KubeletConfigFile {
 			if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 && n <= len(lines) {
 				kf.ParseErrorLine = &nodediagv1.SourceLine{Path: p, Line: int32(n), Text: capSourceText(strings.TrimSuffix(lines[n-1], "\r"))}
 			}
+		} else if m := jsonFieldError.FindStringSubmatch(kf.ParseError); m != nil {
+			// "Go struct field kubeletConfiguration.failSwapOn of type
+			// bool": the line of that key.
+			path := strings.Split(m[1], ".")
+			kf.ParseErrorLine = configKeyLine(p, lines, path[len(path)-1])
 		}
 		return kf
 	}
@@ -1180,8 +1188,63 @@ func parseKubeletConfigFile(p string, b []byte) *nodediagv1.KubeletConfigFile {
 			key = "apiVersion"
 		}
 		kf.ParseErrorLine = configKeyLine(p, lines, key)
+		return kf
+	}
+	if key, got, want := kubeletConfigShape(b); key != "" {
+		kf.ParseError = fmt.Sprintf("%s is %s, the kubelet wants %s (it fails to decode the file)", key, got, want)
+		kf.ParseErrorLine = configKeyLine(p, lines, key)
 	}
 	return kf
+}
+
+// kubeletConfigObjects and kubeletConfigLists are the KubeletConfiguration
+// (v1beta1) fields whose value is a map or a list: a scalar there ("nil" left
+// by a template, a quoted string) fails the kubelet's decoding of the whole
+// file ("v1beta1.KubeletConfiguration.EvictionSoft: ReadMapCB: expect { or
+// n"). Only the shape is judged, never the values: what the kubelet accepts
+// must read as valid here.
+var (
+	kubeletConfigObjects = []string{"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
+		"kubeReserved", "systemReserved", "featureGates", "authentication", "authorization", "memorySwap", "logging"}
+	kubeletConfigLists = []string{"clusterDNS", "tlsCipherSuites", "allowedUnsafeSysctls", "enforceNodeAllocatable", "reservedMemory"}
+)
+
+// kubeletConfigShape returns the first top-level field of the file whose
+// value has the wrong shape, what it is and what the kubelet wants.
+func kubeletConfigShape(b []byte) (key, got, want string) {
+	var top map[string]any
+	if yaml.Unmarshal(b, &top) != nil {
+		return "", "", ""
+	}
+	shape := func(v any) string {
+		switch v.(type) {
+		case map[string]any:
+			return "a map"
+		case []any:
+			return "a list"
+		case string:
+			return "a string"
+		case bool:
+			return "a boolean"
+		default:
+			return "a number"
+		}
+	}
+	for _, k := range kubeletConfigObjects {
+		if v, ok := top[k]; ok && v != nil {
+			if _, isMap := v.(map[string]any); !isMap {
+				return k, fmt.Sprintf("%s (%v)", shape(v), v), "a map"
+			}
+		}
+	}
+	for _, k := range kubeletConfigLists {
+		if v, ok := top[k]; ok && v != nil {
+			if _, isList := v.([]any); !isList {
+				return k, fmt.Sprintf("%s (%v)", shape(v), v), "a list"
+			}
+		}
+	}
+	return "", "", ""
 }
 
 // configKeyLine finds the line that sets key in a YAML or JSON configuration

@@ -510,7 +510,27 @@ staticPodPath: /etc/kubernetes/manifests
 			in:   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailSwapOn: sometimes\n",
 			want: &nodediagv1.KubeletConfigFile{
 				Path: p, Present: true,
-				ParseError: "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field kubeletConfiguration.failSwapOn of type bool",
+				ParseError:     "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field kubeletConfiguration.failSwapOn of type bool",
+				ParseErrorLine: &nodediagv1.SourceLine{Path: p, Line: 3, Text: "failSwapOn: sometimes"},
+			},
+		},
+		{
+			name: "a scalar where the kubelet wants a map (a template's nil)",
+			in:   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 100Mi\nevictionSoft: nil\nkubeReserved:\n",
+			want: &nodediagv1.KubeletConfigFile{
+				Path: p, Present: true, ApiVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration",
+				EvictionHard:   map[string]string{"memory.available": "100Mi"},
+				ParseError:     "evictionSoft is a string (nil), the kubelet wants a map (it fails to decode the file)",
+				ParseErrorLine: &nodediagv1.SourceLine{Path: p, Line: 5, Text: "evictionSoft: nil"},
+			},
+		},
+		{
+			name: "a string where the kubelet wants a list",
+			in:   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS: 10.96.0.10\n",
+			want: &nodediagv1.KubeletConfigFile{
+				Path: p, Present: true, ApiVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration",
+				ParseError:     "clusterDNS is a string (10.96.0.10), the kubelet wants a list (it fails to decode the file)",
+				ParseErrorLine: &nodediagv1.SourceLine{Path: p, Line: 3, Text: "clusterDNS: 10.96.0.10"},
 			},
 		},
 		{

@@ -10,8 +10,10 @@ import (
 var latentKubeletStoppers = map[string]bool{"SwapEnabled": true, "KubeletCgroupDriverMismatch": true}
 
 // latent demotes such a contradiction to a warning when the kubelet's own
-// log shows it stopping on another recognised cause, and never on this
-// one: what the node shows outranks what its files predict (the kubelet
+// log shows it stopping on another recognised cause (its exit line, the
+// fact kubelet-exit, claimed by another problem), and never on this one
+// (pods of a kubelet that runs restarting are what a cgroup mismatch
+// does, not another cause): what the node shows outranks what its files predict (the kubelet
 // parses its flags and loads its configuration before it checks swap; a
 // kubelet that exits on an unknown flag never gets there). It stays
 // reported, and explains nothing (it returns the findings it demoted): it
@@ -26,7 +28,8 @@ func latent(in *Input, fs []*nodediagv1.Finding) map[*nodediagv1.Finding]bool {
 	var other *Match
 	for i, m := range in.m().claims {
 		p := catalog[m.Sig.ID]
-		if m.Src.GetKind() != "kubelet" || p == nil || p.Symptom || latentKubeletStoppers[p.ID] || !live[p.ID] || !in.InWindow(m.Line.GetTime()) {
+		if m.Src.GetKind() != "kubelet" || p == nil || p.Symptom || latentKubeletStoppers[p.ID] || !live[p.ID] ||
+			!in.InWindow(m.Line.GetTime()) || !in.HasFact(m.Line, "kubelet-exit") {
 			continue
 		}
 		other = &in.m().claims[i]

@@ -199,6 +199,9 @@ func (pc podCrash) finding(in *Input) *nodediagv1.Finding {
 		quotes = append(quotes, q)
 	}
 	quotes = append(quotes, pc.causeQuote(in))
+	if q := pc.manifestFlagQuote(in); q != nil {
+		quotes = append(quotes, q)
+	}
 	f := pc.problem.Finding(params, quotes...)
 	if !pc.backToBack {
 		// One run seen: its exit line is the evidence, not the pace.
@@ -248,6 +251,39 @@ func (pc podCrash) causeQuote(in *Input) *nodediagv1.Quote {
 		for i := len(lines) - 1; i >= 0; i-- {
 			if in.Notable(lines[i]) {
 				return QuoteLog(r.ex, lines[i])
+			}
+		}
+	}
+	return nil
+}
+
+// manifestFlagQuote is, for a static pod that exits on a flag it does not
+// know ("Error: unknown flag: --address" after an upgrade removed it), the
+// line of its manifest that passes that flag: the line to change.
+func (pc podCrash) manifestFlagQuote(in *Input) *nodediagv1.Quote {
+	var flag string
+	for _, r := range []crashRun{pc.latest, pc.prev} {
+		if r.ex == nil {
+			continue
+		}
+		for _, m := range in.MatchedIn(r.ex, "component-unknown-flag") {
+			flag = m.Group("flag")
+		}
+		if flag != "" {
+			break
+		}
+	}
+	if flag == "" || pc.component == "" {
+		return nil
+	}
+	for _, sp := range in.Kubeadm().GetStaticPods() {
+		if sp.GetName() != pc.component && path.Base(sp.GetPath()) != pc.component+".yaml" {
+			continue
+		}
+		for _, l := range sp.GetFlagLines() {
+			t := strings.Trim(strings.TrimPrefix(strings.TrimSpace(l.GetText()), "- "), `"',`)
+			if t == flag || strings.HasPrefix(t, flag+"=") {
+				return QuoteLine(l)
 			}
 		}
 	}

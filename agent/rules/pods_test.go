@@ -346,3 +346,35 @@ func TestCrashLoopBackOffSignature(t *testing.T) {
 		}
 	})
 }
+
+// A control plane component that exits on a flag it does not know: the
+// finding quotes the manifest line that passes the flag, the line to change.
+func TestCrashLoopQuotesTheManifestFlag(t *testing.T) {
+	dir := "/var/log/pods/kube-system_kube-scheduler-node-1_0123/kube-scheduler"
+	lines := []string{`I0501 11:58:00.000000       1 flags.go:64] FLAG: --v="2"`, `Error: unknown flag: --address`}
+	latest := podRun(dir, "8.log", podsNow.Add(-2*time.Minute), time.Second, lines...)
+	prev := podRun(dir, "7.log", podsNow.Add(-7*time.Minute), time.Second, lines...)
+	ev := podsEvidence(podContainer("kube-system", "kube-scheduler-node-1", "kube-scheduler", true, 8, []string{"7.log", "8.log"}, latest, prev))
+	const manifest = "/etc/kubernetes/manifests/kube-scheduler.yaml"
+	flagLine := &nodediagv1.SourceLine{Path: manifest, Line: 14, Text: "    - --address=0.0.0.0"}
+	ev.Probes = append(ev.Probes, &nodediagv1.ProbeEvidence{Name: "kubeadm", Status: "ok", Data: &nodediagv1.ProbeEvidence_Kubeadm{Kubeadm: &nodediagv1.Kubeadm{
+		StaticPods: []*nodediagv1.StaticPod{{Path: manifest, Name: "kube-scheduler", FlagLines: []*nodediagv1.SourceLine{
+			{Path: manifest, Line: 13, Text: "    - --authorization-kubeconfig=/etc/kubernetes/scheduler.conf"},
+			flagLine,
+			{Path: manifest, Line: 15, Text: "    - --address-family=ipv4"},
+		}}},
+	}}})
+	f := findingByID(analyze(t, ev, rules.Context{}), "ControllerCrashLoop")
+	if f == nil {
+		t.Fatal("no ControllerCrashLoop")
+	}
+	var got []string
+	for _, q := range f.Evidence {
+		if q.Source == manifest {
+			got = append(got, fmt.Sprintf("%d %s", q.Line, q.Excerpt))
+		}
+	}
+	if want := []string{"14     - --address=0.0.0.0"}; !cmp.Equal(got, want) {
+		t.Errorf("manifest quotes %q, want %q", got, want)
+	}
+}

@@ -310,8 +310,8 @@ var (
 	})
 	ImageFilesystemFull = register(Problem{
 		ID: "ImageFilesystemFull", Category: CatDiskPressure, Severity: Error,
-		Title:       "the image filesystem stays above the kubelet's garbage collection threshold{percent_note}",
-		Defaults:    Params{"percent_note": ""},
+		Title:       "the image filesystem ({usage} used) stays above the kubelet's garbage collection threshold",
+		Defaults:    Params{"usage": "most of it"},
 		Remediation: "The kubelet keeps trying to delete unused images and cannot get the image filesystem (/var/lib/containerd) below imageGCHighThresholdPercent: the images left are in use. Grow the disk (the OS disk size of the machine template), move /var/lib/containerd to a larger data disk, or remove what fills it (large images, leftover containers: crictl rmi --prune, crictl ps -a); the kubelet evicts pods for imagefs next.",
 		RefutedBy:   "image filesystem usage below imageGCHighThresholdPercent",
 		Explains:    []string{"KubeletDiskEviction", "ImagePullFailed"},

@@ -64,6 +64,14 @@ type Signature struct {
 	// "curl: (22) ... 404"); its named groups become parameters too.
 	ContextBefore int    `json:"context_before,omitempty"`
 	ContextMatch  string `json:"context_match,omitempty"`
+	// Quotes is how many matching lines its findings quote (maxQuotes when
+	// 0): more for a signature whose lines each name a different failure
+	// (kubeadm's preflight errors).
+	Quotes int `json:"quotes,omitempty"`
+	// Join names the groups whose distinct values, over every match, make
+	// the parameter ("Port-10250, FileAvailable--etc-kubernetes-kubelet.conf")
+	// instead of the first match's.
+	Join []string `json:"join,omitempty"`
 	// Note says where the message comes from.
 	Note string `json:"note,omitempty"`
 
@@ -455,12 +463,12 @@ const maxQuotes = 3
 // the problem: kubeadm's preflight error and containerd's own refusal to load
 // its config; an EOF and a timeout of the same API server), then the last
 // matches (it still happens).
-func pickQuotes(ms []sigMatch) []int {
+func pickQuotes(ms []sigMatch, limit int) []int {
 	var picks []int
 	picked := map[int]bool{}
 	seen := map[string]bool{}
 	for i, m := range ms {
-		if len(picks) == maxQuotes {
+		if len(picks) == limit {
 			break
 		}
 		key := messageTemplate(m.line.GetText())
@@ -470,7 +478,7 @@ func pickQuotes(ms []sigMatch) []int {
 			picked[i] = true
 		}
 	}
-	for i := len(ms) - 1; i >= 0 && len(picks) < maxQuotes; i-- {
+	for i := len(ms) - 1; i >= 0 && len(picks) < limit; i-- {
 		if !picked[i] {
 			picks = append(picks, i)
 			picked[i] = true
@@ -507,6 +515,11 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 			params["detail"] = clipDetail(sub[0])
 		}
 	}
+	for _, name := range ms[0].sig.Join {
+		if v := joinedGroup(ms, name); v != "" {
+			params[name] = v
+		}
+	}
 	for k, v := range params {
 		// Messages quoted inside klog/logrus values escape their quotes.
 		params[k] = strings.ReplaceAll(v, `\"`, `"`)
@@ -523,7 +536,11 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 			}
 		}
 	}
-	picks := pickQuotes(ms)
+	limit := maxQuotes
+	if n := ms[0].sig.Quotes; n > 0 {
+		limit = n
+	}
+	picks := pickQuotes(ms, limit)
 	for _, i := range picks {
 		quotes = append(quotes, QuoteLog(ms[i].src, ms[i].line))
 	}
@@ -533,6 +550,28 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 	}
 	return f
 }
+
+// joinedGroup is the distinct values of a named group over the matches, in
+// evidence order, joined by ", " (at most maxJoined, then how many more).
+func joinedGroup(ms []sigMatch, name string) string {
+	var vals []string
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for i, n := range m.sig.re.SubexpNames() {
+			if n == name && i < len(m.sub) && m.sub[i] != "" && !seen[m.sub[i]] {
+				seen[m.sub[i]] = true
+				vals = append(vals, strings.TrimSpace(m.sub[i]))
+			}
+		}
+	}
+	if len(vals) > maxJoined {
+		vals = append(vals[:maxJoined], fmt.Sprintf("and %d more", len(vals)-maxJoined))
+	}
+	return strings.Join(vals, ", ")
+}
+
+// maxJoined is how many values a joined parameter lists.
+const maxJoined = 6
 
 func clipDetail(s string) string {
 	// Redact before cutting: a secret cut in two escapes the patterns.

@@ -461,3 +461,35 @@ func TestRuntimePullFailureMustPersist(t *testing.T) {
 		t.Error("a pull failing for 20 minutes is a finding")
 	}
 }
+
+// kubeadm's preflight names every check that failed: the finding names and
+// quotes them all, not the first three.
+func TestPreflightNamesEveryCheck(t *testing.T) {
+	src := &nodediagv1.LogExcerpt{Source: "/var/log/kubeadm-join.log", Kind: "kubeadm"}
+	for i, l := range []string{
+		"[preflight] Running pre-flight checks.",
+		"\t[ERROR Port-10250]: Port 10250 is in use",
+		"\t[ERROR DirAvailable--etc-kubernetes-manifests]: /etc/kubernetes/manifests is not empty",
+		"\t[ERROR FileAvailable--etc-kubernetes-pki-ca.crt]: /etc/kubernetes/pki/ca.crt already exists",
+		"\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists",
+		"[preflight] If you know what you are doing, you can make a check non-fatal with `--ignore-preflight-errors=...`",
+	} {
+		src.Lines = append(src.Lines, logLine(int32(i+1), 0, l))
+	}
+	f := findingByID(analyze(t, logsEvidence(src), rules.Context{}), "KubeadmPreflightFailed")
+	if f == nil {
+		t.Fatal("no KubeadmPreflightFailed")
+	}
+	for _, check := range []string{"Port-10250", "DirAvailable--etc-kubernetes-manifests", "FileAvailable--etc-kubernetes-pki-ca.crt", "FileAvailable--etc-kubernetes-kubelet.conf"} {
+		if !strings.Contains(f.Title, check) {
+			t.Errorf("title %q does not name %s", f.Title, check)
+		}
+		quoted := false
+		for _, q := range f.Evidence {
+			quoted = quoted || strings.Contains(q.Excerpt, "[ERROR "+check+"]")
+		}
+		if !quoted {
+			t.Errorf("%s not quoted", check)
+		}
+	}
+}

@@ -1910,12 +1910,16 @@ func (x *Kubeadm) GetControlPlane() bool {
 }
 
 type StaticPod struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Images        []string               `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
-	ImageLine     *SourceLine            `protobuf:"bytes,4,opt,name=image_line,json=imageLine,proto3" json:"image_line,omitempty"`
-	ParseError    string                 `protobuf:"bytes,5,opt,name=parse_error,json=parseError,proto3" json:"parse_error,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Images     []string               `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
+	ImageLine  *SourceLine            `protobuf:"bytes,4,opt,name=image_line,json=imageLine,proto3" json:"image_line,omitempty"`
+	ParseError string                 `protobuf:"bytes,5,opt,name=parse_error,json=parseError,proto3" json:"parse_error,omitempty"`
+	// The lines of the containers' command and args that set a flag
+	// ("- --address=0.0.0.0"), at most 100: what a component that exits on
+	// an unknown flag was given, where.
+	FlagLines     []*SourceLine `protobuf:"bytes,6,rep,name=flag_lines,json=flagLines,proto3" json:"flag_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1983,6 +1987,13 @@ func (x *StaticPod) GetParseError() string {
 		return x.ParseError
 	}
 	return ""
+}
+
+func (x *StaticPod) GetFlagLines() []*SourceLine {
+	if x != nil {
+		return x.FlagLines
+	}
+	return nil
 }
 
 type KubeadmConfigFile struct {
@@ -6795,7 +6806,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x16bootstrap_kubelet_conf\x18\x04 \x01(\v2\x1b.nodediag.v1.KubeconfigFileR\x14bootstrapKubeletConf\x122\n" +
 	"\x15control_plane_version\x18\x05 \x01(\tR\x13controlPlaneVersion\x12X\n" +
 	"\x1ccontrol_plane_version_source\x18\x06 \x01(\v2\x17.nodediag.v1.SourceLineR\x19controlPlaneVersionSource\x12#\n" +
-	"\rcontrol_plane\x18\a \x01(\bR\fcontrolPlane\"\xa4\x01\n" +
+	"\rcontrol_plane\x18\a \x01(\bR\fcontrolPlane\"\xdc\x01\n" +
 	"\tStaticPod\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -6803,7 +6814,9 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\n" +
 	"image_line\x18\x04 \x01(\v2\x17.nodediag.v1.SourceLineR\timageLine\x12\x1f\n" +
 	"\vparse_error\x18\x05 \x01(\tR\n" +
-	"parseError\"\xa6\x03\n" +
+	"parseError\x126\n" +
+	"\n" +
+	"flag_lines\x18\x06 \x03(\v2\x17.nodediag.v1.SourceLineR\tflagLines\"\xa6\x03\n" +
 	"\x11KubeadmConfigFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05kinds\x18\x02 \x03(\tR\x05kinds\x12-\n" +
@@ -7373,106 +7386,107 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	20,  // 44: nodediag.v1.Kubeadm.bootstrap_kubelet_conf:type_name -> nodediag.v1.KubeconfigFile
 	10,  // 45: nodediag.v1.Kubeadm.control_plane_version_source:type_name -> nodediag.v1.SourceLine
 	10,  // 46: nodediag.v1.StaticPod.image_line:type_name -> nodediag.v1.SourceLine
-	10,  // 47: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
-	10,  // 48: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
-	22,  // 49: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
-	73,  // 50: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
-	73,  // 51: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	73,  // 52: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	73,  // 53: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
-	24,  // 54: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
-	25,  // 55: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	73,  // 56: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	73,  // 57: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	73,  // 58: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	27,  // 59: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
-	29,  // 60: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
-	10,  // 61: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
-	31,  // 62: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	73,  // 63: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	73,  // 64: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	33,  // 65: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	73,  // 66: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
-	37,  // 67: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
-	38,  // 68: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
-	24,  // 69: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
-	40,  // 70: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	36,  // 71: nodediag.v1.Journal.earlier_runs:type_name -> nodediag.v1.UnitLastRun
-	73,  // 72: nodediag.v1.UnitLastRun.first:type_name -> google.protobuf.Timestamp
-	73,  // 73: nodediag.v1.UnitLastRun.last:type_name -> google.protobuf.Timestamp
-	73,  // 74: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	73,  // 75: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	73,  // 76: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	73,  // 77: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
-	40,  // 78: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	73,  // 79: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	73,  // 80: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
-	6,   // 81: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
-	10,  // 82: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
-	10,  // 83: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
-	10,  // 84: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
-	10,  // 85: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
-	10,  // 86: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
-	10,  // 87: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
-	43,  // 88: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
-	42,  // 89: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
-	10,  // 90: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
-	10,  // 91: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
-	10,  // 92: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
-	43,  // 93: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
-	10,  // 94: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
-	45,  // 95: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
-	46,  // 96: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
-	47,  // 97: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	73,  // 98: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	73,  // 99: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
-	49,  // 100: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
-	10,  // 101: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
-	51,  // 102: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
-	24,  // 103: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	73,  // 104: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	24,  // 105: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
-	53,  // 106: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,   // 107: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	54,  // 108: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
-	1,   // 109: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	73,  // 110: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
-	0,   // 111: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	73,  // 112: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
-	53,  // 113: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
-	56,  // 114: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
-	73,  // 115: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
-	60,  // 116: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	58,  // 117: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
-	59,  // 118: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	74,  // 119: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	74,  // 120: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	65,  // 121: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	70,  // 122: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	66,  // 123: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	73,  // 124: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	74,  // 125: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	70,  // 126: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
-	1,   // 127: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	73,  // 128: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	73,  // 129: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	70,  // 130: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
-	0,   // 131: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
-	52,  // 132: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	63,  // 133: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	67,  // 134: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	69,  // 135: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	61,  // 136: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
-	57,  // 137: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	64,  // 138: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	68,  // 139: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	71,  // 140: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	62,  // 141: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
-	137, // [137:142] is the sub-list for method output_type
-	132, // [132:137] is the sub-list for method input_type
-	132, // [132:132] is the sub-list for extension type_name
-	132, // [132:132] is the sub-list for extension extendee
-	0,   // [0:132] is the sub-list for field type_name
+	10,  // 47: nodediag.v1.StaticPod.flag_lines:type_name -> nodediag.v1.SourceLine
+	10,  // 48: nodediag.v1.KubeadmConfigFile.kubernetes_version_line:type_name -> nodediag.v1.SourceLine
+	10,  // 49: nodediag.v1.KubeconfigFile.server_line:type_name -> nodediag.v1.SourceLine
+	22,  // 50: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
+	73,  // 51: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
+	73,  // 52: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
+	73,  // 53: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	73,  // 54: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	24,  // 55: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
+	25,  // 56: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
+	73,  // 57: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	73,  // 58: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	73,  // 59: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	27,  // 60: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
+	29,  // 61: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
+	10,  // 62: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
+	31,  // 63: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
+	73,  // 64: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	73,  // 65: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	33,  // 66: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
+	73,  // 67: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	37,  // 68: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
+	38,  // 69: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
+	24,  // 70: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
+	40,  // 71: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
+	36,  // 72: nodediag.v1.Journal.earlier_runs:type_name -> nodediag.v1.UnitLastRun
+	73,  // 73: nodediag.v1.UnitLastRun.first:type_name -> google.protobuf.Timestamp
+	73,  // 74: nodediag.v1.UnitLastRun.last:type_name -> google.protobuf.Timestamp
+	73,  // 75: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	73,  // 76: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	73,  // 77: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	73,  // 78: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	40,  // 79: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
+	73,  // 80: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	73,  // 81: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	6,   // 82: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
+	10,  // 83: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
+	10,  // 84: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
+	10,  // 85: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
+	10,  // 86: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
+	10,  // 87: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
+	10,  // 88: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
+	43,  // 89: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
+	42,  // 90: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
+	10,  // 91: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
+	10,  // 92: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
+	10,  // 93: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
+	43,  // 94: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
+	10,  // 95: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
+	45,  // 96: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
+	46,  // 97: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
+	47,  // 98: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
+	73,  // 99: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	73,  // 100: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	49,  // 101: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
+	10,  // 102: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
+	51,  // 103: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24,  // 104: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	73,  // 105: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	24,  // 106: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	53,  // 107: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,   // 108: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	54,  // 109: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
+	1,   // 110: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 111: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	0,   // 112: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
+	73,  // 113: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
+	53,  // 114: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
+	56,  // 115: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
+	73,  // 116: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
+	60,  // 117: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	58,  // 118: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	59,  // 119: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	74,  // 120: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	74,  // 121: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	65,  // 122: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	70,  // 123: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	66,  // 124: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	73,  // 125: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	74,  // 126: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	70,  // 127: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 128: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 129: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	73,  // 130: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	70,  // 131: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 132: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	52,  // 133: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	63,  // 134: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	67,  // 135: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	69,  // 136: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	61,  // 137: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
+	57,  // 138: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	64,  // 139: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	68,  // 140: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	71,  // 141: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	62,  // 142: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
+	138, // [138:143] is the sub-list for method output_type
+	133, // [133:138] is the sub-list for method input_type
+	133, // [133:133] is the sub-list for extension type_name
+	133, // [133:133] is the sub-list for extension extendee
+	0,   // [0:133] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
