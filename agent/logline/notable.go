@@ -57,6 +57,8 @@ var keepWords = []string{
 	"bootstrap-success.complete", "datasource",
 	// A lost link's return.
 	"link is up", "link up", "gained carrier", "link status definitely up",
+	// A pull that succeeded, which refutes an earlier failed one.
+	"returns image reference", "successfully pulled image",
 }
 
 // Notable says whether a log line is worth keeping as evidence wherever it

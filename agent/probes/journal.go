@@ -33,6 +33,11 @@ var journalUnits = []struct{ unit, kind string }{
 	{"cloud-config.service", "cloud-init-output"},
 	{"cloud-init.service", "cloud-init-output"},
 	{"cloud-init-local.service", "cloud-init-output"},
+	// cloud-init 24.3 and later run their stages from one service.
+	{"cloud-init-main.service", "cloud-init-output"},
+	// etcd as a systemd unit (kubespray, kubeadm's external etcd): its
+	// clock and disk complaints.
+	{"etcd.service", "etcd"},
 	// The network's managers, which say when a link is lost.
 	{"systemd-networkd.service", "network"},
 	{"NetworkManager.service", "network"},

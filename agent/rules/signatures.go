@@ -39,6 +39,11 @@ type Signature struct {
 	// Match is an RE2 regular expression. Named groups become parameters of
 	// the finding's title and remediation ({flag}, {image}, ...).
 	Match string `json:"match"`
+	// Until names a fact whose line, after the last match, refutes a
+	// transient (persist) that did not last: a pull retried and succeeded.
+	// Without such a line the failure stands even when it stopped (its
+	// client gave up: kubeadm's preflight pulls). Only with Persist.
+	Until string `json:"until,omitempty"`
 	// Persist, for a known bootstrap transient, is how long the matches must
 	// span (on the lines' own timestamps) before they mean anything ("10m").
 	Persist string `json:"persist,omitempty"`
@@ -142,6 +147,15 @@ func LoadSignatures(dir fs.FS) ([]*Signature, error) {
 			all = append(all, s)
 		}
 	}
+	facts := map[string]bool{}
+	for _, s := range all {
+		facts[s.Fact] = s.Fact != ""
+	}
+	for _, s := range all {
+		if s.Until != "" && !facts[s.Until] {
+			return nil, fmt.Errorf("%s: signature %s: until names no fact %q", s.file, s.ID, s.Until)
+		}
+	}
 	return all, nil
 }
 
@@ -153,8 +167,8 @@ func (s *Signature) compile() error {
 		if !factShape.MatchString(s.Fact) {
 			return fmt.Errorf("fact %q: want lower-kebab-case", s.Fact)
 		}
-		if s.Persist != "" || s.Recent != "" || s.Confidence != "" || s.ContextMatch != "" {
-			return fmt.Errorf("fact %q: persist, recent, confidence and context are for problems", s.Fact)
+		if s.Persist != "" || s.Until != "" || s.Recent != "" || s.Confidence != "" || s.ContextMatch != "" {
+			return fmt.Errorf("fact %q: persist, until, recent, confidence and context are for problems", s.Fact)
 		}
 	default:
 		if _, ok := catalog[s.ID]; !ok {
@@ -177,6 +191,9 @@ func (s *Signature) compile() error {
 		if s.ctxRe, err = regexp.Compile(s.ContextMatch); err != nil {
 			return fmt.Errorf("context_match: %w", err)
 		}
+	}
+	if s.Until != "" && s.Persist == "" {
+		return fmt.Errorf("until %q: only with persist", s.Until)
 	}
 	if s.Persist != "" {
 		d, err := time.ParseDuration(s.Persist)
@@ -264,7 +281,7 @@ func signatureFindings(in *Input) []*nodediagv1.Finding {
 	}
 	var out []*nodediagv1.Finding
 	for _, id := range order {
-		ms := persisting(byID[id], in.persistFor)
+		ms := persisting(byID[id], in.persistFor, in.unrefuted)
 		if len(ms) == 0 {
 			continue
 		}
@@ -352,7 +369,10 @@ func staleEvent(in *Input, f *nodediagv1.Finding, ms []sigMatch) {
 // transient is not a cause until it outlasts bootstrap, and two blips days
 // apart on a long-running node (a control plane rollout, a CNI upgrade) are
 // not an outage.
-func persisting(ms []sigMatch, persistFor func(time.Duration) time.Duration) []sigMatch {
+//
+// A transient with Until that did not last still stands when nothing
+// refutes it: no line of its Until fact after its last match.
+func persisting(ms []sigMatch, persistFor func(time.Duration) time.Duration, unrefuted func(string, []sigMatch) bool) []sigMatch {
 	bySig := map[*Signature][]sigMatch{}
 	for _, m := range ms {
 		bySig[m.sig] = append(bySig[m.sig], m)
@@ -364,6 +384,9 @@ func persisting(ms []sigMatch, persistFor func(time.Duration) time.Duration) []s
 			continue
 		}
 		keep[sig] = persistingRun(group, persistFor(sig.persist))
+		if keep[sig] == nil && sig.Until != "" && unrefuted(sig.Until, group) {
+			keep[sig] = group
+		}
 	}
 	var out []sigMatch
 	for _, m := range ms {
@@ -375,6 +398,26 @@ func persisting(ms []sigMatch, persistFor func(time.Duration) time.Duration) []s
 		}
 	}
 	return out
+}
+
+// unrefuted says whether no line of the fact follows the last timed match
+// (a pull that failed and was never retried with success).
+func (in *Input) unrefuted(fact string, ms []sigMatch) bool {
+	var last time.Time
+	for _, m := range ms {
+		if t := m.line.GetTime(); t != nil && t.AsTime().After(last) {
+			last = t.AsTime()
+		}
+	}
+	if last.IsZero() {
+		return false
+	}
+	for _, r := range in.Matched(fact) {
+		if r.Time().After(last) {
+			return false
+		}
+	}
+	return true
 }
 
 // persistFor is how long a transient must last in this window: its persist

@@ -493,3 +493,22 @@ func TestPreflightNamesEveryCheck(t *testing.T) {
 		}
 	}
 }
+
+// A transient with until: a failed pull that did not last stands when no
+// pull succeeded after it (kubeadm gave up), and is refuted by one that did.
+func TestTransientUntilRefuted(t *testing.T) {
+	failed := `time="2024-05-01T10:00:00Z" level=error msg="PullImage \"registry.k8s.io/kube-apiserver:v1.30.0\" failed" error="failed to pull and unpack image \"registry.k8s.io/kube-apiserver:v1.30.0\": failed to resolve reference \"registry.k8s.io/kube-apiserver:v1.30.0\": failed to do request: Head \"https://registry.k8s.io/v2/kube-apiserver/manifests/v1.30.0\": dial tcp 34.96.108.209:443: connect: connection timed out"`
+	pulled := `time="2024-05-01T10:05:00Z" level=info msg="PullImage \"registry.k8s.io/kube-apiserver:v1.30.0\" returns image reference \"sha256:0123\""`
+	other := `time="2024-05-01T11:50:00Z" level=info msg="loading plugin" id=io.containerd.grpc.v1.cri`
+	src := func(lines ...*nodediagv1.LogLine) *nodediagv1.Evidence {
+		return logsEvidence(&nodediagv1.LogExcerpt{Source: "journal:containerd.service", Kind: "containerd", Lines: lines, TotalLines: int64(len(lines))})
+	}
+	fs := analyze(t, src(logLine(1, 0, failed), logLine(2, time.Minute, failed), logLine(3, 110*time.Minute, other)), rules.Context{})
+	if findingByID(fs, "RegistryUnreachable") == nil {
+		t.Error("pulls that failed and were never retried with success: no RegistryUnreachable")
+	}
+	fs = analyze(t, src(logLine(1, 0, failed), logLine(2, 5*time.Minute, pulled), logLine(3, 110*time.Minute, other)), rules.Context{})
+	if f := findingByID(fs, "RegistryUnreachable"); f != nil {
+		t.Errorf("a pull that failed once and then succeeded: %s", f.Title)
+	}
+}
