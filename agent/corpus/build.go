@@ -70,10 +70,19 @@ func (c *Case) Tree() (hostgen.Tree, []JournalLine, error) {
 				delete(t, a.Path)
 			}
 		}
-		if n.Deb() {
+		switch {
+		case c.Node.Versions["kubelet"] == "":
+			// No kubelet version: the kubernetes packages are not
+			// installed, so neither is the unit they ship.
+			for p := range t {
+				if strings.HasPrefix(p, "usr/lib/systemd/system/kubelet.service") || p == "etc/systemd/system/multi-user.target.wants/kubelet.service" {
+					delete(t, p)
+				}
+			}
+		case n.Deb():
 			// The kubelet package's environment file, empty as it ships.
 			t["etc/default/kubelet"] = "KUBELET_EXTRA_ARGS=\n"
-		} else {
+		default:
 			t["etc/sysconfig/kubelet"] = "KUBELET_EXTRA_ARGS=\n"
 		}
 		if n.Containerd != "" {

@@ -221,3 +221,31 @@ func TestJournalForms(t *testing.T) {
 		}
 	}
 }
+
+// A node whose kubelet has no version has no kubernetes packages: no
+// kubelet binary, unit, drop-in or environment file; one with a version has
+// them all.
+func TestNoKubeletNoUnit(t *testing.T) {
+	c, err := LoadFile(formatExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, _, err := c.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := "usr/lib/systemd/system/kubelet.service"
+	if _, ok := tree[unit]; !ok {
+		t.Fatalf("a node with kubelet %s has no %s", c.Node.Versions["kubelet"], unit)
+	}
+	c.Node.Versions["kubelet"] = ""
+	tree, _, err = c.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range tree {
+		if strings.Contains(p, "kubelet.service") || p == "etc/default/kubelet" || p == "etc/sysconfig/kubelet" || p == "usr/bin/kubelet" {
+			t.Errorf("a node without a kubelet has %s", p)
+		}
+	}
+}

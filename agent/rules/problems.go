@@ -88,6 +88,20 @@ var (
 		RefutedBy:   "kubeadm of the control plane's minor version",
 		Explains:    bootstrapSymptoms,
 	})
+	APIServerOlderThanKubelet = register(Problem{
+		ID: "APIServerOlderThanKubelet", Category: CatVersionSkew, Severity: Error,
+		Title:       "the API server rejects what this kubelet asks ({detail}): the kubelet is newer than the control plane",
+		Remediation: "The kubelet may not be newer than the API server (the version skew policy): it asks for fields and resources the older server does not know. Give the node the control plane's minor version (the Machine template's version, the image's kubelet), or upgrade the control plane first.",
+		RefutedBy:   "the kubelet's minor version not above the API server's",
+		Explains:    append([]string{"KubeletNotHealthy", "PodCrashLoop"}, bootstrapSymptoms...),
+	})
+	JoinKubeletConfigVersion = register(Problem{
+		ID: "JoinKubeletConfigVersion", Category: CatVersionSkew, Severity: Error,
+		Title:       "kubeadm join asks for the kubelet configuration of {version}, which the cluster does not serve: the node's kubeadm is not the control plane's minor version",
+		Remediation: "A kubeadm join reads the kubelet-config ConfigMap of its own minor version (kubelet-config-1.13; a single kubelet-config from 1.24 on), and the cluster has only its control plane's. Give the node the control plane's minor version (the Machine template's version and the image's kubeadm and kubelet), or upgrade the control plane first.",
+		RefutedBy:   "the ConfigMap kubelet-config-{version} present in kube-system",
+		Explains:    append([]string{"KubeadmJoinFailed"}, kubeletSymptoms...),
+	})
 	KubeletMultipleBinaries = register(Problem{
 		ID: "KubeletMultipleBinaries", Category: CatVersionMismatch, Severity: Warning, Confidence: Medium,
 		Title:       "two kubelet binaries of different versions: {paths}",
