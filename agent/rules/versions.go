@@ -266,13 +266,18 @@ func skewConfidence(f *nodediagv1.Finding, cp *versionEvidence) *nodediagv1.Find
 // ---- rules -------------------------------------------------------------------
 
 // ruleKubeletNotInstalled: no kubelet anywhere in the PATH directories, on a
-// node meant to run one (a kubelet unit, or kubeadm's files), when the
-// binaries probe did look.
+// node meant to run one (a kubelet unit, kubeadm or its files), when the
+// binaries probe did look. A machine with neither is not set up for a
+// kubelet yet (an install that has not reached it): its absence is no
+// failure of its own.
 func ruleKubeletNotInstalled(in *Input) []*nodediagv1.Finding {
 	if in.Probe(binaryVersionsProbe).GetStatus() != "ok" {
 		return nil
 	}
-	if in.KubeletConfig() == nil && in.Kubeadm() == nil {
+	k, kc := in.Kubeadm(), in.KubeletConfig()
+	hasUnit := !kc.GetAssumedWiring() && (len(kc.GetUnitFiles()) > 0 || kc.GetExecStart() != nil)
+	kubeadm := len(binaryCopies(in, "kubeadm")) > 0 || len(k.GetStaticPods()) > 0 || len(k.GetConfigFiles()) > 0 || k.GetKubeletConf().GetPresent()
+	if !hasUnit && !kubeadm {
 		return nil
 	}
 	if len(binaryCopies(in, "kubelet")) > 0 {

@@ -252,13 +252,17 @@ func TestVersionRules(t *testing.T) {
 		},
 		{
 			name: "no kubelet, kubeadm files only",
-			node: vtNode{kubeadm: &nodediagv1.Kubeadm{}},
+			node: vtNode{kubeadm: &nodediagv1.Kubeadm{KubeletConf: &nodediagv1.KubeconfigFile{Path: "/etc/kubernetes/kubelet.conf", Present: true}}},
 			want: []vtFinding{{ID: "KubeletNotInstalled", Severity: Error, Confidence: High, Title: "no kubelet binary on the node (/usr/bin/kubelet is what the unit runs)",
 				Quotes: []string{"/usr/bin/kubelet:0: does not exist (no kubelet in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin or /opt/bin either)"}}},
 		},
 		{
 			name: "no kubelet, but the binaries probe failed: no conclusion",
 			node: vtNode{binStatus: "error", kubeadm: &nodediagv1.Kubeadm{}, execStart: vtExecStart},
+		},
+		{
+			name: "no kubelet, no kubelet unit, no kubeadm: not set up for a kubelet yet, nothing",
+			node: vtNode{kubeadm: &nodediagv1.Kubeadm{}},
 		},
 		{
 			name: "no kubelet on a host that is not a node: nothing",
