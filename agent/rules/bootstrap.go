@@ -50,6 +50,18 @@ var bootstrapRules = []Rule{
 	{Name: "bootstrap-sentinel-missing", Fn: bootstrapSentinelMissingRule},
 }
 
+// failedCloudInitUnits quotes what systemd last said of each cloud-init
+// unit that failed ("Failed to start Execute cloud user/final scripts.").
+func failedCloudInitUnits(in *Input) []*nodediagv1.Quote {
+	var out []*nodediagv1.Quote
+	for _, u := range in.Journal().GetUnits() {
+		if strings.HasPrefix(u.GetName(), "cloud-") && u.GetActiveState() == "failed" && u.GetEvidence() != nil {
+			out = append(out, u.GetEvidence())
+		}
+	}
+	return out
+}
+
 // cloudInitFailedRule: cloud-init finished with errors. Each error is
 // quoted verbatim from the file the probe found it in (result.json, which
 // gathers every stage's errors, or status.json).
@@ -83,8 +95,13 @@ func cloudInitFailedRule(in *Input) []*nodediagv1.Finding {
 		quotes = append(quotes, cloudInitStatusQuote(ci))
 	}
 	// The failing step's own words: result.json only says which module
+	// failed. Without any, systemd's word of the cloud-init unit that
 	// failed.
-	quotes = append(quotes, in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors)...)
+	first := in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors)
+	quotes = append(quotes, first...)
+	if len(first) == 0 {
+		quotes = append(quotes, failedCloudInitUnits(in)...)
+	}
 	if ci.GetSentinelPresent() {
 		// The bootstrap completed: a module failed beside it (a package
 		// update without a mirror on an air-gapped node), not the node.

@@ -55,6 +55,10 @@ type lineInfo struct {
 	facts   []Match
 	notable bool
 	err     bool // errorLine: the line states an error
+	// warnedFailure: a warning of cloud-init that reports a failure
+	// (cloud-init logs its failing steps at WARNING: "util.py[WARNING]:
+	// Failed running ...", "[Errno 2] No such file or directory").
+	warnedFailure bool
 }
 
 // matched is the matcher's result over the evidence.
@@ -109,6 +113,7 @@ func matchAll(in *Input, sigs []*Signature) *matched {
 				}
 			}
 			info.err = errorLine(src, l, info)
+			info.warnedFailure = !info.err && warnedFailure(src, l, info)
 			m.byLine[l] = info
 		}
 	}
@@ -191,6 +196,12 @@ func (in *Input) IsError(l *nodediagv1.LogLine) bool {
 	return info != nil && info.err
 }
 
+// warnedFailure says whether the line is a cloud-init warning of a failure.
+func (in *Input) warnedFailure(l *nodediagv1.LogLine) bool {
+	info := in.m().byLine[l]
+	return info != nil && info.warnedFailure
+}
+
 // LastWords quotes a component's last error lines in the window (those of
 // the log kind: "kubelet", "containerd"), systemd's lines about it left out:
 // what it said as it failed, the most recent last, each message once.
@@ -200,7 +211,8 @@ func (in *Input) LastWords(kind string, n int) []*nodediagv1.Quote {
 
 // FirstErrors quotes the first error lines in the window of logs of these
 // kinds ("cloud-init-output", "cloud-init"): the first step that failed,
-// each message once.
+// each message once. cloud-init's warnings of a failure count: that is the
+// level cloud-init reports its failing steps at.
 func (in *Input) FirstErrors(kinds []string, n int) []*nodediagv1.Quote {
 	return in.errorQuotes(kinds, n, true)
 }
@@ -209,7 +221,7 @@ func (in *Input) errorQuotes(kinds []string, n int, first bool) []*nodediagv1.Qu
 	var all []Match
 	for _, src := range in.Logs() {
 		for _, l := range src.GetLines() {
-			if l.GetProgram() == "systemd" || !slices.Contains(kinds, lineKind(src, l)) || !in.IsError(l) || !in.InWindow(l.GetTime()) || in.HasFact(l, "runtime-cni-noise") {
+			if l.GetProgram() == "systemd" || !slices.Contains(kinds, lineKind(src, l)) || !(in.IsError(l) || first && in.warnedFailure(l)) || !in.InWindow(l.GetTime()) || in.HasFact(l, "runtime-cni-noise") {
 				continue
 			}
 			all = append(all, Match{Src: src, Line: l})

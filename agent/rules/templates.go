@@ -97,6 +97,18 @@ func errorLine(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine, info *lineInfo
 	return false
 }
 
+// warnedFailure says whether a line of cloud-init is a warning that
+// reports a failure (see lineInfo.warnedFailure).
+func warnedFailure(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine, info *lineInfo) bool {
+	switch lineKind(src, l) {
+	case "cloud-init", "cloud-init-output":
+	default:
+		return false
+	}
+	return info.notable && !hasFact(info, "boilerplate") &&
+		logline.Parse(l.GetText(), time.Time{}).Level == logline.LevelWarning && logline.Failure(l.GetText())
+}
+
 func hasFact(info *lineInfo, name string) bool {
 	for _, f := range info.facts {
 		if f.Sig.Fact == name {
