@@ -105,6 +105,11 @@ func warnedFailure(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine, info *line
 	default:
 		return false
 	}
+	if c := info.claim; c != nil && catalog[c.Sig.ID] != nil && catalog[c.Sig.ID].Symptom {
+		// cloud-init's own report that a module or script failed
+		// ("Failed to run module scripts_user"): not the step's words.
+		return false
+	}
 	return info.notable && !hasFact(info, "boilerplate") &&
 		logline.Parse(l.GetText(), time.Time{}).Level == logline.LevelWarning && logline.Failure(l.GetText())
 }
