@@ -122,6 +122,22 @@ func ParseIn(text string, ref time.Time, loc *time.Location) Line {
 		return l
 	case (ch == '+' || ch == '!') && parseCAPIScript(text, &l, c.loc):
 		return l
+	case ch == '[' && strings.HasPrefix(text, cloudInitSyslogTag):
+		// cloud-init's syslog handler: "[CLOUDINIT] file[LEVEL]: msg", or
+		// with its log file's own prefix "[CLOUDINIT]2024-05-01 10:00:00,123
+		// - file[LEVEL]: msg": the rest reads as cloud-init's log does.
+		off := len(cloudInitSyslogTag)
+		if off < len(text) && text[off] == ' ' {
+			off++
+		}
+		inner := ParseIn(text[off:], ref, loc)
+		if inner.HasTime {
+			inner.span = [2]int{inner.span[0] + off, inner.span[1] + off}
+		}
+		if inner.Level == "" {
+			inner.Level, inner.Message = cloudInitLevel(text[off:])
+		}
+		return inner
 	case ch == '[':
 		// Kernel console prefix: "[   27.43] cloud-init[1047]: msg" (no
 		// absolute time).
@@ -135,6 +151,25 @@ func ParseIn(text string, ref time.Time, loc *time.Location) Line {
 	}
 	parseInner(text, msgStart, c, &l)
 	return l
+}
+
+// cloudInitSyslogTag starts what cloud-init's syslog handler writes
+// (05_logging.cfg: "[CLOUDINIT] %(filename)s[%(levelname)s]: %(message)s").
+const cloudInitSyslogTag = "[CLOUDINIT]"
+
+// cloudInitLevel is the level and message of "file[LEVEL]: msg"; no level
+// and s itself when the text does not start so.
+func cloudInitLevel(s string) (string, string) {
+	i := strings.IndexByte(s, '[')
+	j := strings.Index(s, "]: ")
+	if i <= 0 || j < i || strings.ContainsAny(s[:i], " \t") {
+		return "", s
+	}
+	lv := level(s[i+1 : j])
+	if lv == "" {
+		return "", s
+	}
+	return lv, s[j+3:]
 }
 
 // parseDigitStart handles lines starting with a digit: RFC 3339 (rsyslog,

@@ -130,6 +130,17 @@ func TestParse(t *testing.T) {
 				Message: `Failed to run module scripts_user (scripts in /var/lib/cloud/instance/scripts)`},
 		},
 		{
+			name: "cloud-init's syslog handler, with its log file's prefix",
+			text: `[CLOUDINIT]2026-01-28 10:40:10,299 - user_data.py[WARNING]: [Errno 2] No such file or directory: '/etc/secret-userdata.txt' for url: file:///etc/secret-userdata.txt`,
+			want: Line{Time: utc("2026-01-28T10:40:10.299Z"), HasTime: true, Format: FormatCloudInit, Level: LevelWarning,
+				Message: `[Errno 2] No such file or directory: '/etc/secret-userdata.txt' for url: file:///etc/secret-userdata.txt`},
+		},
+		{
+			name: "cloud-init's syslog handler",
+			text: `[CLOUDINIT] util.py[WARNING]: Failed running /var/lib/cloud/instance/scripts/runcmd [1]`,
+			want: Line{Level: LevelWarning, Message: `Failed running /var/lib/cloud/instance/scripts/runcmd [1]`},
+		},
+		{
 			name: "cloud-init.log debug",
 			text: `2024-05-01 00:01:40,123 - subp.py[DEBUG]: Running command ['/var/lib/cloud/instance/scripts/runcmd'] with allowed return codes [0] (shell=False, capture=False)`,
 			want: Line{Time: utc("2024-05-01T00:01:40.123Z"), HasTime: true, Format: FormatCloudInit, Level: LevelDebug,
@@ -341,6 +352,10 @@ func FuzzParse(f *testing.F) {
 		`time="2024-01-01T00:00:00Z" msg="no level"`,
 		`time="2024-01-01T00:00:00Z"  level=bogus`,
 		`time="`,
+		`[CLOUDINIT]2026-01-28 10:40:10,299 - user_data.py[WARNING]: [Errno 2] No such file or directory: '/etc/secret-userdata.txt' for url: file:///etc/secret-userdata.txt`,
+		`[CLOUDINIT] util.py[WARNING]: Failed running /var/lib/cloud/instance/scripts/runcmd [1]`,
+		`[CLOUDINIT]`,
+		`[CLOUDINIT] [`,
 	}
 	for _, s := range seeds {
 		f.Add(s)
