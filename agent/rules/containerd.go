@@ -107,7 +107,7 @@ func criDisablers(layoutVersion int32) []string {
 // from loading. One finding with every cause's lines.
 func containerdCRIDisabled(in *Input) []*nodediagv1.Finding {
 	c := in.Containerd()
-	if c == nil || c.GetParseError() != "" || invalidPluginURI(in) != "" {
+	if c == nil || c.GetParseError() != "" || invalidPluginURI(in) != "" || kubeletUsesDockershim(in) {
 		return nil
 	}
 	if in.Runtime().GetState() == rtOK {
@@ -371,7 +371,16 @@ func containerdCgroupDriver(in *Input) []*nodediagv1.Finding {
 	c := in.Containerd()
 	kc := in.KubeletConfig()
 	cf := kc.GetConfig()
-	if c == nil || !c.GetConfigPresent() || c.GetParseError() != "" || cf == nil || !cf.GetPresent() || cf.GetParseError() != "" {
+	if c == nil || c.GetParseError() != "" || cf == nil || !cf.GetPresent() || cf.GetParseError() != "" || kubeletUsesDockershim(in) {
+		// (With dockershim the kubelet's peer is Docker's driver, which
+		// the kubelet's own log states: its signature judges it.)
+		return nil
+	}
+	if !c.GetConfigPresent() {
+		// Not judged: a containerd without /etc/containerd/config.toml
+		// may read another (Flatcar's unit passes --config
+		// /usr/share/containerd/config.toml), so its defaults are not
+		// known to apply.
 		return nil
 	}
 	if containerd2(in) {

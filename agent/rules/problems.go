@@ -231,7 +231,10 @@ var (
 		Title:       "kubelet and the runtime disagree on the cgroup driver",
 		Remediation: "Use the same driver on both sides: cgroupDriver in /var/lib/kubelet/config.yaml and SystemdCgroup in containerd's runc options (systemd on systemd hosts).",
 		RefutedBy:   "both configured with the same driver",
-		Explains:    kubeletSymptoms,
+		// Pods whose containers the runtime puts in cgroups the kubelet
+		// does not manage are killed and restarted: the static pods
+		// crash-loop.
+		Explains: append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "PodCrashLoop"}, kubeletSymptoms...),
 	})
 	SwapEnabled = register(Problem{
 		ID: "SwapEnabled", Category: CatSwapEnabled, Severity: Error,

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/version"
 	"strings"
 	"time"
 
@@ -262,6 +263,34 @@ func kubeletUsesContainerd(in *Input) bool {
 	}
 	e := strings.ToLower(endpoint)
 	return strings.Contains(e, "containerd") || strings.Contains(e, "docker")
+}
+
+// kubeletUsesDockershim says whether the kubelet talks to Docker itself
+// (dockershim, before 1.24): a kubelet older than 1.24 with no runtime
+// endpoint, or dockershim's socket, and no --container-runtime=remote.
+// containerd's CRI plugin is then not the kubelet's business (Docker CE's
+// containerd.io ships it disabled, rightly).
+func kubeletUsesDockershim(in *Input) bool {
+	_, kv := binaryVersion(in, "kubelet")
+	if kv == nil || !kv.v.LessThan(version.MustParseGeneric("1.24.0")) {
+		return false
+	}
+	kc := in.KubeletConfig()
+	endpoint := kc.GetConfig().GetContainerRuntimeEndpoint()
+	for _, f := range kc.GetFlags() {
+		if !f.GetActive() {
+			continue
+		}
+		switch f.GetName() {
+		case "container-runtime-endpoint":
+			endpoint = f.GetValue()
+		case "container-runtime":
+			if f.GetValue() == "remote" {
+				return false
+			}
+		}
+	}
+	return endpoint == "" || strings.Contains(endpoint, "dockershim.sock")
 }
 
 // kubeletNotThisBootRule: the kubelet ran in the boot before and has not run
