@@ -39,7 +39,7 @@ var failureWords = []string{
 	"shutting down filesystem", "i/o error", "blocked for more than", "hung_task",
 	"table full", "dropping packet", "link is down", "link down", "lost carrier",
 	"link status definitely down", "soft lockup", "unregister_netdevice",
-	"netdev watchdog",
+	"netdev watchdog", "unit hang",
 	"unable to handle kernel", "call trace",
 }
 

@@ -236,6 +236,13 @@ var (
 		// crash-loop.
 		Explains: append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "PodCrashLoop"}, kubeletSymptoms...),
 	})
+	CRIOCgroupManagerMismatch = register(Problem{
+		ID: "CRIOCgroupManagerMismatch", Category: CatCgroupMismatch, Severity: Error, Confidence: High,
+		Title:       "CRI-O runs with the {crio} cgroup manager, the kubelet with the other driver: CRI-O refuses every pod sandbox",
+		Remediation: "Use the same driver on both sides: cgroup_manager in CRI-O's configuration (/etc/crio/crio.conf, /etc/crio/crio.conf.d/*.conf, or crio's --cgroup-manager) and cgroupDriver in the kubelet's configuration (/var/lib/kubelet/config.yaml, or --cgroup-driver); systemd on systemd hosts. Restart crio and the kubelet.",
+		RefutedBy:   "pod sandboxes created by CRI-O after the change",
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "PodCrashLoop"}, kubeletSymptoms...),
+	})
 	SwapEnabled = register(Problem{
 		ID: "SwapEnabled", Category: CatSwapEnabled, Severity: Error,
 		Title:       "swap is on ({devices}) and the kubelet refuses to run with swap",
