@@ -37,10 +37,11 @@ const oomRecent = time.Hour
 // workload's kill (a container over its memory limit) is the pod's business:
 // an info finding, never above a failure.
 func oomKilledRule(in *Input) []*nodediagv1.Finding {
-	ms := in.Matched("oom-kill")
+	ms := append(append([]Match{}, in.Matched("oom-kill")...), in.Matched("oom-kill-context")...)
 	if len(ms) == 0 {
 		return nil
 	}
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Time().Before(ms[j].Time()) })
 	var comps, others []string
 	var compMatches, otherMatches []Match
 	seen := map[string]bool{}
@@ -64,7 +65,7 @@ func oomKilledRule(in *Input) []*nodediagv1.Finding {
 	}
 	var out []*nodediagv1.Finding
 	if len(compMatches) > 0 {
-		f := OOMKilled.Finding(Params{"process": strings.Join(comps, ", ")}, matchQuotes(compMatches, 3)...)
+		f := OOMKilled.Finding(Params{"process": strings.Join(comps, ", ")}, oomQuotes(compMatches)...)
 		last := compMatches[len(compMatches)-1].Time()
 		if kills := distinctKills(compMatches); kills < 2 && !last.IsZero() && in.Clock.Sub(last) > oomRecent {
 			f.Severity, f.Confidence = Warning, Medium
@@ -79,6 +80,23 @@ func oomKilledRule(in *Input) []*nodediagv1.Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// oomQuotes quotes the kernel's kill lines ("Out of memory: Killed process
+// N (name)"), which name the victim, the first and the last; the header and
+// summary lines of a kill only when there is no kill line (a journal that
+// kept only those).
+func oomQuotes(ms []Match) []*nodediagv1.Quote {
+	var kills []Match
+	for _, m := range ms {
+		if m.Sig.Fact == "oom-kill" {
+			kills = append(kills, m)
+		}
+	}
+	if len(kills) == 0 {
+		return matchQuotes(ms, 3)
+	}
+	return matchQuotes(kills, 2)
 }
 
 // distinctKills counts the kills among OOM matches: the header, the kill and
@@ -119,10 +137,13 @@ func matchQuotes(ms []Match, n int) []*nodediagv1.Quote {
 // when it came back (a flap; it is the cause of what failed meanwhile, and
 // the ranking makes it as severe as what it explains).
 func linkDownRule(in *Input) []*nodediagv1.Finding {
-	downs := in.Matched("link-down")
+	// In time order across sources: the kernel's "NIC Link is Down" comes
+	// before the network manager's "Lost carrier" of the same loss.
+	downs := append([]Match{}, in.Matched("link-down")...)
 	if len(downs) == 0 {
 		return nil
 	}
+	sort.SliceStable(downs, func(i, j int) bool { return downs[i].Time().Before(downs[j].Time()) })
 	ups := in.Matched("link-up")
 	byIface := map[string][]Match{}
 	var order []string

@@ -65,6 +65,36 @@ func TestOOMKilledRule(t *testing.T) {
 	}
 }
 
+// The kill lines name the victim; the header and the summary of each kill
+// are context, quoted only when no kill line was kept.
+func TestOOMKilledQuotesTheKills(t *testing.T) {
+	kill := func(ago time.Duration, pid string) []kline {
+		return []kline{
+			{ago, "kube-apiserver invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=-997"},
+			{ago, "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=x,mems_allowed=0,global_oom,task_memcg=/x,task=kube-apiserver,pid=" + pid + ",uid=0"},
+			{ago, "Out of memory: Killed process " + pid + " (kube-apiserver) total-vm:9086264kB, anon-rss:6877940kB"},
+		}
+	}
+	lines := append(append(kill(30*time.Minute, "48211"), kill(20*time.Minute, "52002")...), kill(10*time.Minute, "60637")...)
+	fs := oomKilledRule(kernelInput(lines...))
+	if len(fs) != 1 {
+		t.Fatalf("findings %v, want one", fs)
+	}
+	var got []string
+	for _, q := range fs[0].Evidence {
+		got = append(got, q.GetExcerpt())
+	}
+	want := []string{lines[2].text, lines[8].text}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("quotes %q, want the first and the last kill line %q", got, want)
+	}
+	// A journal that kept only the header: it is quoted.
+	fs = oomKilledRule(kernelInput(lines[0]))
+	if len(fs) != 1 || len(fs[0].Evidence) != 1 || fs[0].Evidence[0].GetExcerpt() != lines[0].text {
+		t.Errorf("header only: findings %v, want one quoting the header", fs)
+	}
+}
+
 func TestLinkDownRule(t *testing.T) {
 	down := kline{10 * time.Minute, "ixgbe 0000:af:00.1 enp175s0f1: NIC Link is Down"}
 	up := kline{10*time.Minute - 2*time.Second, "ixgbe 0000:af:00.1 enp175s0f1: NIC Link is Up 10 Gbps, Flow Control: RX/TX"}
