@@ -189,9 +189,13 @@ func quotes(f *nodediagv1.Finding, sub string) bool {
 	return false
 }
 
+// pointsTo says whether a quote of f comes from place. A binary's path is
+// pointed to by what the binary answered too (exec:<path> --version): a
+// case cannot name that source (points_to is a host path or a journal), and
+// the evidence is the binary's.
 func pointsTo(f *nodediagv1.Finding, place string) bool {
 	for _, q := range f.GetEvidence() {
-		if q.GetSource() == place {
+		if src := q.GetSource(); src == place || strings.HasPrefix(src, "exec:"+place+" ") {
 			return true
 		}
 	}
