@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,6 +168,8 @@ func (cloudInit) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEviden
 		}
 	}
 
+	ci.DatasourceConfig = cloudInitDatasourceConfig(h, pe)
+
 	if b, _, err := h.ReadFileLimit(cloudInitScriptsUserSem, 256); err == nil {
 		if t, ok := parseCloudInitSemaphore(b); ok {
 			ci.ScriptsUserRan = timestamppb.New(t)
@@ -179,6 +182,71 @@ func (cloudInit) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEviden
 		probe.Unreadable(pe, cloudInitScriptsUserSem, err)
 	}
 	return pe, nil
+}
+
+// Where cloud-init's datasource is chosen: its configuration (the files of
+// cloud.cfg.d are merged in name order after cloud.cfg), ds-identify's
+// verdict for this boot, and a ds= argument of the kernel command line,
+// which overrides both (as GRUB's defaults set it for the next boot).
+var (
+	cloudInitConfigFiles = []string{"/etc/cloud/cloud.cfg", "/etc/cloud/cloud.cfg.d/*.cfg", "/run/cloud-init/cloud.cfg"}
+	kernelCmdlineFiles   = []string{"/proc/cmdline", "/etc/default/grub", "/etc/default/grub.d/*.cfg"}
+	datasourceListLine   = regexp.MustCompile(`^\s*datasource_list\s*:`)
+	kernelDatasourceArg  = regexp.MustCompile(`(?:^|[\s"'])ds=\S`)
+)
+
+// maxDatasourceFile bounds each file read for its datasource lines.
+const maxDatasourceFile = 256 << 10
+
+// cloudInitDatasourceConfig quotes the lines that choose cloud-init's
+// datasource. A file that cannot be read is recorded; absence is not.
+func cloudInitDatasourceConfig(h *host.Host, pe *nodediagv1.ProbeEvidence) []*nodediagv1.SourceLine {
+	var out []*nodediagv1.SourceLine
+	scan := func(patterns []string, re *regexp.Regexp) {
+		for _, pat := range patterns {
+			for _, p := range expandCfgGlob(h, pe, pat) {
+				b, _, err := h.ReadFileLimit(p, maxDatasourceFile)
+				if err != nil {
+					if !errors.Is(err, fs.ErrNotExist) {
+						probe.Unreadable(pe, p, err)
+					}
+					continue
+				}
+				for i, l := range strings.Split(string(b), "\n") {
+					if re.MatchString(l) && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+						out = append(out, &nodediagv1.SourceLine{Path: p, Line: int32(i + 1), Text: capSourceText(strings.ToValidUTF8(strings.TrimRight(l, "\r"), "\uFFFD"))})
+					}
+				}
+			}
+		}
+	}
+	scan(cloudInitConfigFiles, datasourceListLine)
+	scan(kernelCmdlineFiles, kernelDatasourceArg)
+	return out
+}
+
+// expandCfgGlob is pattern itself, or for DIR/*.cfg the .cfg files of DIR in
+// name order (the order cloud-init and GRUB read them in).
+func expandCfgGlob(h *host.Host, pe *nodediagv1.ProbeEvidence, pattern string) []string {
+	dir, ok := strings.CutSuffix(pattern, "/*.cfg")
+	if !ok {
+		return []string{pattern}
+	}
+	ents, err := h.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			probe.Unreadable(pe, dir, err)
+		}
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".cfg") && !e.IsDir() {
+			out = append(out, dir+"/"+e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // cloudInitLogPresent says whether /var/log holds a cloud-init*.log.

@@ -543,6 +543,8 @@ func TestCloudInitProbe(t *testing.T) {
 		extra          map[string]string
 		want           *nodediagv1.CloudInit
 		wantUnreadable []string
+		// datasources, when set, is compared instead of want.
+		datasources []*nodediagv1.SourceLine
 	}{
 		{
 			name:  "22.4 done, CAPI bootstrap finished",
@@ -618,7 +620,29 @@ func TestCloudInitProbe(t *testing.T) {
 			name:  "cloud-init installed, never ran, no markers",
 			state: "disabled",
 			extra: map[string]string{"etc/cloud/cloud-init.disabled": "-", "etc/cloud/cloud.cfg": "datasource_list: [Azure]\n"},
-			want:  &nodediagv1.CloudInit{Status: "unknown", SentinelPath: cloudInitCAPISentinel},
+			want: &nodediagv1.CloudInit{Status: "unknown", SentinelPath: cloudInitCAPISentinel,
+				DatasourceConfig: []*nodediagv1.SourceLine{{Path: "/etc/cloud/cloud.cfg", Line: 1, Text: "datasource_list: [Azure]"}}},
+		},
+		{
+			// subiquity's leftover pins the None datasource; ds-identify's
+			// verdict and the kernel's ds= argument are quoted too, comments
+			// and other keys are not.
+			name:  "the lines that choose the datasource",
+			state: "done",
+			extra: map[string]string{
+				"etc/cloud/cloud.cfg":                       "# datasource_list: [Ec2]\nsystem_info:\n  distro: ubuntu\n",
+				"etc/cloud/cloud.cfg.d/99-installer.cfg":    "datasource:\n  None:\n    metadata: {}\ndatasource_list:\n- None\n",
+				"etc/cloud/cloud.cfg.d/90_dpkg.cfg":         "datasource_list: [ NoCloud, ConfigDrive, Azure, None ]\n",
+				"etc/cloud/cloud.cfg.d/README":              "datasource_list: [ Ec2 ]\n",
+				"run/cloud-init/cloud.cfg":                  "di_report:\n  datasource_list: [ None ]\n",
+				"etc/default/grub.d/50-curtin-settings.cfg": "GRUB_CMDLINE_LINUX_DEFAULT=\"autoinstall ds=nocloud-net;s=http://10.0.2.2:8359/22.04/\"\n",
+			},
+			datasources: []*nodediagv1.SourceLine{
+				{Path: "/etc/cloud/cloud.cfg.d/90_dpkg.cfg", Line: 1, Text: "datasource_list: [ NoCloud, ConfigDrive, Azure, None ]"},
+				{Path: "/etc/cloud/cloud.cfg.d/99-installer.cfg", Line: 4, Text: "datasource_list:"},
+				{Path: "/run/cloud-init/cloud.cfg", Line: 2, Text: "  datasource_list: [ None ]"},
+				{Path: "/etc/default/grub.d/50-curtin-settings.cfg", Line: 1, Text: "GRUB_CMDLINE_LINUX_DEFAULT=\"autoinstall ds=nocloud-net;s=http://10.0.2.2:8359/22.04/\""},
+			},
 		},
 		{
 			name:  "only the sentinel (no cloud-init trace): still reported",
@@ -632,7 +656,11 @@ func TestCloudInitProbe(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pe, ci := runCloudInitProbe(t, hosttest.Tree(t, ciFixtureFiles(t, tt.state, tt.extra)))
-			if diff := cmp.Diff(tt.want, ci, protocmp.Transform()); diff != "" {
+			if tt.datasources != nil {
+				if diff := cmp.Diff(tt.datasources, ci.GetDatasourceConfig(), protocmp.Transform()); diff != "" {
+					t.Errorf("DatasourceConfig (-want +got):\n%s", diff)
+				}
+			} else if diff := cmp.Diff(tt.want, ci, protocmp.Transform()); diff != "" {
 				t.Errorf("CloudInit (-want +got):\n%s", diff)
 			}
 			var unreadable []string

@@ -48,6 +48,68 @@ var bootstrapRules = []Rule{
 	{Name: "cloud-init-running", Fn: cloudInitRunningRule},
 	{Name: "cloud-init-disabled", Fn: cloudInitDisabledRule},
 	{Name: "bootstrap-sentinel-missing", Fn: bootstrapSentinelMissingRule},
+	{Name: "cloud-init-no-datasource", Fn: cloudInitNoDatasourceRule},
+}
+
+// maxDatasourceQuotes bounds the datasource configuration lines quoted.
+const maxDatasourceQuotes = 4
+
+// cloudInitNoDatasourceRule: cloud-init finished in this boot on the None
+// datasource, and the bootstrap its user data would have run did not
+// happen (the kubelet's configuration absent after it, or CAPI's sentinel
+// missing): the machine's user data never reached cloud-init. The cause of
+// those symptoms, quoted by the lines that chose the datasource.
+//
+// A node provisioned by hand also runs on DataSourceNone (an Ubuntu server
+// install keeps subiquity's datasource_list [None]); there the kubelet's
+// missing configuration says only that kubeadm has not run yet, hence the
+// medium confidence and a title that states what cloud-init did.
+func cloudInitNoDatasourceRule(in *Input) []*nodediagv1.Finding {
+	ci := in.CloudInit()
+	if ci == nil || !cloudInitThisBoot(ci) {
+		return nil
+	}
+	switch ci.GetStatus() {
+	case "done", "error", "degraded":
+	default:
+		return nil
+	}
+	var fin *Match
+	if ms := in.Matched("cloud-init-finished"); len(ms) > 0 {
+		fin = &ms[len(ms)-1]
+	}
+	ds := ci.GetDatasource()
+	if ds == "" && fin != nil {
+		ds = strings.TrimSuffix(fin.Group("datasource"), ".")
+	}
+	if !strings.HasPrefix(ds, "DataSourceNone") {
+		return nil
+	}
+	symptom := kubeletConfigMissing(in)
+	if len(symptom) == 0 {
+		symptom = bootstrapSentinelMissingRule(in)
+	}
+	if len(symptom) == 0 || len(symptom[0].GetEvidence()) == 0 {
+		return nil
+	}
+	var quotes []*nodediagv1.Quote
+	for i, l := range ci.GetDatasourceConfig() {
+		if i == maxDatasourceQuotes {
+			break
+		}
+		quotes = append(quotes, QuoteLine(l))
+	}
+	if fin != nil {
+		quotes = append(quotes, fin.Quote())
+	} else {
+		src := ci.GetResultJsonPath()
+		if src == "" {
+			src = ci.GetStatusJsonPath()
+		}
+		quotes = append(quotes, QuoteText(src, "datasource: "+ds))
+	}
+	quotes = append(quotes, cloudInitStatusQuote(ci), symptom[0].GetEvidence()[0])
+	return []*nodediagv1.Finding{CloudInitNoDatasource.Finding(Params{"datasource": ds}, quotes...)}
 }
 
 // failedCloudInitUnits quotes what systemd last said of each cloud-init

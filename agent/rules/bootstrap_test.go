@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -493,4 +494,70 @@ func TestCloudInitModuleFailedBesideBootstrap(t *testing.T) {
 	if len(fs) != 1 || fs[0].Id != "CloudInitModuleFailed" || fs[0].Severity != Warning {
 		t.Fatalf("got %v, want one CloudInitModuleFailed warning", fs)
 	}
+}
+
+// cloud-init on the None datasource is the cause only when the bootstrap its
+// user data would have run did not happen: a node whose kubelet has its
+// configuration (provisioned by hand on DataSourceNone) gets no finding.
+func TestCloudInitNoDatasource(t *testing.T) {
+	none := func(ci *nodediagv1.CloudInit) {
+		ci.Datasource = "DataSourceNone"
+		ci.DatasourceConfig = []*nodediagv1.SourceLine{{Path: "/etc/cloud/cloud.cfg.d/99-installer.cfg", Line: 9, Text: "datasource_list:"}}
+	}
+	kubelet := func(present bool) *nodediagv1.ProbeEvidence {
+		kc := &nodediagv1.KubeletConfig{
+			Config: &nodediagv1.KubeletConfigFile{Path: "/var/lib/kubelet/config.yaml", Present: present},
+			Flags: []*nodediagv1.KubeletFlag{{Name: "config", Value: "/var/lib/kubelet/config.yaml", Active: true,
+				Source: &nodediagv1.SourceLine{Path: "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", Line: 4, Text: `Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"`}}},
+		}
+		return &nodediagv1.ProbeEvidence{Name: "kubelet-config", Data: &nodediagv1.ProbeEvidence_KubeletConfig{KubeletConfig: kc}}
+	}
+	finished := bsOutputLog("Cloud-init v. 22.4.2-0ubuntu0~22.04.1 finished at Thu, 23 Feb 2023 10:13:01 +0000. Datasource DataSourceNone.  Up 52.40 seconds")
+	tests := []struct {
+		name string
+		in   *Input
+		want bool
+	}{
+		{"None, the kubelet's configuration never written", bsInput(with(bsCloudInit("done"), none), Context{}, kubelet(false), finished), true},
+		{"None, datasource read from the final message only", bsInput(with(bsCloudInit("done"), func(ci *nodediagv1.CloudInit) { ci.Datasource = "" }), Context{}, kubelet(false), bsOutputLog("Cloud-init v. 22.4.2 finished at Thu, 23 Feb 2023 10:13:01 +0000. Datasource DataSourceNone.  Up 52.40 seconds")), true},
+		{"None, but the kubelet has its configuration", bsInput(with(bsCloudInit("done"), none), Context{}, kubelet(true), finished), false},
+		{"Azure datasource, configuration missing", bsInput(bsCloudInit("done"), Context{}, kubelet(false)), false},
+		{"None, cloud-init still running", bsInput(with(bsRunning("modules-final", time.Minute), none), Context{}, kubelet(false)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := cloudInitNoDatasourceRule(tt.in)
+			if !tt.want {
+				if len(fs) != 0 {
+					t.Fatalf("findings %v, want none", fs)
+				}
+				return
+			}
+			if len(fs) != 1 || fs[0].Id != CloudInitNoDatasource.ID || fs[0].Category != CatSentinelMissing {
+				t.Fatalf("findings %v, want one CloudInitNoDatasource", fs)
+			}
+			var srcs []string
+			for _, q := range fs[0].Evidence {
+				srcs = append(srcs, q.GetSource())
+			}
+			if tt.in.CloudInit().GetDatasourceConfig() != nil && srcs[0] != "/etc/cloud/cloud.cfg.d/99-installer.cfg" {
+				t.Errorf("first quote from %s, want the datasource configuration line", srcs[0])
+			}
+			if last := srcs[len(srcs)-1]; last != "/var/lib/kubelet/config.yaml" {
+				t.Errorf("last quote from %s, want the missing kubelet configuration", last)
+			}
+			if !containsQuote(fs[0], "Datasource DataSourceNone.") {
+				t.Errorf("quotes %v, want cloud-init's final message", srcs)
+			}
+		})
+	}
+}
+
+func containsQuote(f *nodediagv1.Finding, sub string) bool {
+	for _, q := range f.GetEvidence() {
+		if strings.Contains(q.GetExcerpt(), sub) {
+			return true
+		}
+	}
+	return false
 }

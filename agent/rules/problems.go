@@ -588,6 +588,13 @@ var (
 		Remediation: "CAPI writes this file as the last bootstrap command, and the CAPZ.Linux.Bootstrapping extension waits for it; its absence means the bootstrap script stopped earlier. The cause is in /var/log/cloud-init-output.log.",
 		RefutedBy:   "the sentinel file present",
 	})
+	CloudInitNoDatasource = register(Problem{
+		ID: "CloudInitNoDatasource", Category: CatSentinelMissing, Severity: Error, Confidence: Medium,
+		Title:       "cloud-init ran on {datasource}, no datasource: the machine's user data, which holds its bootstrap, never reached it",
+		Remediation: "cloud-init fell back to the None datasource, so it never read the user data that carries the bootstrap (Cluster API's kubeadm bootstrap data, a cloud's custom data) and kubeadm never ran. The quoted lines choose the datasource: an image build's leftover (subiquity's /etc/cloud/cloud.cfg.d/99-installer.cfg, a datasource_list without the platform's datasource, a ds= argument on the kernel command line) must not ship in the image. Fix the image (a datasource_list naming the platform's datasource: Azure, OpenStack or ConfigDrive, VMware, Ec2, NoCloud) and recreate the machine.",
+		RefutedBy:   "cloud-init reporting the platform's datasource (status.json, the \"Datasource ...\" of its final message)",
+		Explains:    kubeletSymptoms,
+	})
 	BootstrapInProgress = register(Problem{
 		ID: "BootstrapInProgress", Category: CatCloudInitFailed, Severity: Info, Confidence: Medium, Symptom: true,
 		Title:       "cloud-init is still running (stage {stage})",

@@ -2223,8 +2223,16 @@ type CloudInit struct {
 	// instance. A time before this boot's cloud-init stages means the
 	// bootstrap ran in an earlier boot.
 	ScriptsUserRan *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=scripts_user_ran,json=scriptsUserRan,proto3" json:"scripts_user_ran,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The lines that choose cloud-init's datasource, as written:
+	// datasource_list in /etc/cloud/cloud.cfg, /etc/cloud/cloud.cfg.d/*.cfg
+	// and ds-identify's /run/cloud-init/cloud.cfg, and a ds= argument on the
+	// kernel command line (/proc/cmdline) or in GRUB's defaults
+	// (/etc/default/grub, /etc/default/grub.d/*.cfg). An image build's
+	// leftover (subiquity's 99-installer.cfg: datasource_list [None]) makes
+	// cloud-init ignore the machine's user data.
+	DatasourceConfig []*SourceLine `protobuf:"bytes,18,rep,name=datasource_config,json=datasourceConfig,proto3" json:"datasource_config,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CloudInit) Reset() {
@@ -2372,6 +2380,13 @@ func (x *CloudInit) GetClusterApiDirPresent() bool {
 func (x *CloudInit) GetScriptsUserRan() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ScriptsUserRan
+	}
+	return nil
+}
+
+func (x *CloudInit) GetDatasourceConfig() []*SourceLine {
+	if x != nil {
+		return x.DatasourceConfig
 	}
 	return nil
 }
@@ -6835,7 +6850,7 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\vserver_line\x18\x04 \x01(\v2\x17.nodediag.v1.SourceLineR\n" +
 	"serverLine\x12\x1f\n" +
 	"\vparse_error\x18\x05 \x01(\tR\n" +
-	"parseError\"\xd3\x05\n" +
+	"parseError\"\x99\x06\n" +
 	"\tCloudInit\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x1e\n" +
 	"\n" +
@@ -6858,7 +6873,8 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x10status_json_path\x18\x0e \x01(\tR\x0estatusJsonPath\x12(\n" +
 	"\x10result_json_path\x18\x0f \x01(\tR\x0eresultJsonPath\x125\n" +
 	"\x17cluster_api_dir_present\x18\x10 \x01(\bR\x14clusterApiDirPresent\x12D\n" +
-	"\x10scripts_user_ran\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x0escriptsUserRan\"\xd5\x01\n" +
+	"\x10scripts_user_ran\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x0escriptsUserRan\x12D\n" +
+	"\x11datasource_config\x18\x12 \x03(\v2\x17.nodediag.v1.SourceLineR\x10datasourceConfig\"\xd5\x01\n" +
 	"\x0eCloudInitStage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x05start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x126\n" +
@@ -7392,101 +7408,102 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	22,  // 50: nodediag.v1.CloudInit.stages:type_name -> nodediag.v1.CloudInitStage
 	73,  // 51: nodediag.v1.CloudInit.last_update:type_name -> google.protobuf.Timestamp
 	73,  // 52: nodediag.v1.CloudInit.scripts_user_ran:type_name -> google.protobuf.Timestamp
-	73,  // 53: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
-	73,  // 54: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
-	24,  // 55: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
-	25,  // 56: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
-	73,  // 57: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
-	73,  // 58: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
-	73,  // 59: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	27,  // 60: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
-	29,  // 61: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
-	10,  // 62: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
-	31,  // 63: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
-	73,  // 64: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	73,  // 65: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	33,  // 66: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
-	73,  // 67: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
-	37,  // 68: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
-	38,  // 69: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
-	24,  // 70: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
-	40,  // 71: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
-	36,  // 72: nodediag.v1.Journal.earlier_runs:type_name -> nodediag.v1.UnitLastRun
-	73,  // 73: nodediag.v1.UnitLastRun.first:type_name -> google.protobuf.Timestamp
-	73,  // 74: nodediag.v1.UnitLastRun.last:type_name -> google.protobuf.Timestamp
-	73,  // 75: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
-	73,  // 76: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
-	73,  // 77: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
-	73,  // 78: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
-	40,  // 79: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
-	73,  // 80: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
-	73,  // 81: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
-	6,   // 82: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
-	10,  // 83: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
-	10,  // 84: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
-	10,  // 85: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
-	10,  // 86: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
-	10,  // 87: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
-	10,  // 88: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
-	43,  // 89: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
-	42,  // 90: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
-	10,  // 91: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
-	10,  // 92: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
-	10,  // 93: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
-	43,  // 94: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
-	10,  // 95: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
-	45,  // 96: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
-	46,  // 97: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
-	47,  // 98: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	73,  // 99: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	73,  // 100: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
-	49,  // 101: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
-	10,  // 102: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
-	51,  // 103: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
-	24,  // 104: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	73,  // 105: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	24,  // 106: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
-	53,  // 107: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,   // 108: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	54,  // 109: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
-	1,   // 110: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	73,  // 111: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
-	0,   // 112: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	73,  // 113: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
-	53,  // 114: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
-	56,  // 115: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
-	73,  // 116: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
-	60,  // 117: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	58,  // 118: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
-	59,  // 119: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	74,  // 120: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	74,  // 121: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	65,  // 122: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	70,  // 123: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	66,  // 124: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	73,  // 125: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	74,  // 126: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	70,  // 127: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
-	1,   // 128: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	73,  // 129: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	73,  // 130: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	70,  // 131: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
-	0,   // 132: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
-	52,  // 133: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	63,  // 134: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	67,  // 135: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	69,  // 136: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	61,  // 137: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
-	57,  // 138: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	64,  // 139: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	68,  // 140: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	71,  // 141: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	62,  // 142: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
-	138, // [138:143] is the sub-list for method output_type
-	133, // [133:138] is the sub-list for method input_type
-	133, // [133:133] is the sub-list for extension type_name
-	133, // [133:133] is the sub-list for extension extendee
-	0,   // [0:133] is the sub-list for field type_name
+	10,  // 53: nodediag.v1.CloudInit.datasource_config:type_name -> nodediag.v1.SourceLine
+	73,  // 54: nodediag.v1.CloudInitStage.start:type_name -> google.protobuf.Timestamp
+	73,  // 55: nodediag.v1.CloudInitStage.finished:type_name -> google.protobuf.Timestamp
+	24,  // 56: nodediag.v1.Logs.sources:type_name -> nodediag.v1.LogExcerpt
+	25,  // 57: nodediag.v1.LogExcerpt.lines:type_name -> nodediag.v1.LogLine
+	73,  // 58: nodediag.v1.LogExcerpt.first_time:type_name -> google.protobuf.Timestamp
+	73,  // 59: nodediag.v1.LogExcerpt.last_time:type_name -> google.protobuf.Timestamp
+	73,  // 60: nodediag.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	27,  // 61: nodediag.v1.Filesystems.filesystems:type_name -> nodediag.v1.Filesystem
+	29,  // 62: nodediag.v1.Swap.devices:type_name -> nodediag.v1.SwapDevice
+	10,  // 63: nodediag.v1.SwapDevice.line:type_name -> nodediag.v1.SourceLine
+	31,  // 64: nodediag.v1.Certificates.certificates:type_name -> nodediag.v1.Certificate
+	73,  // 65: nodediag.v1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	73,  // 66: nodediag.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	33,  // 67: nodediag.v1.CNI.configs:type_name -> nodediag.v1.CNIConfig
+	73,  // 68: nodediag.v1.OSInfo.boot_time:type_name -> google.protobuf.Timestamp
+	37,  // 69: nodediag.v1.Journal.files:type_name -> nodediag.v1.JournalFile
+	38,  // 70: nodediag.v1.Journal.boots:type_name -> nodediag.v1.JournalBoot
+	24,  // 71: nodediag.v1.Journal.sources:type_name -> nodediag.v1.LogExcerpt
+	40,  // 72: nodediag.v1.Journal.units:type_name -> nodediag.v1.UnitState
+	36,  // 73: nodediag.v1.Journal.earlier_runs:type_name -> nodediag.v1.UnitLastRun
+	73,  // 74: nodediag.v1.UnitLastRun.first:type_name -> google.protobuf.Timestamp
+	73,  // 75: nodediag.v1.UnitLastRun.last:type_name -> google.protobuf.Timestamp
+	73,  // 76: nodediag.v1.JournalFile.head:type_name -> google.protobuf.Timestamp
+	73,  // 77: nodediag.v1.JournalFile.tail:type_name -> google.protobuf.Timestamp
+	73,  // 78: nodediag.v1.JournalBoot.first:type_name -> google.protobuf.Timestamp
+	73,  // 79: nodediag.v1.JournalBoot.last:type_name -> google.protobuf.Timestamp
+	40,  // 80: nodediag.v1.Units.units:type_name -> nodediag.v1.UnitState
+	73,  // 81: nodediag.v1.UnitState.active_enter:type_name -> google.protobuf.Timestamp
+	73,  // 82: nodediag.v1.UnitState.inactive_enter:type_name -> google.protobuf.Timestamp
+	6,   // 83: nodediag.v1.UnitState.evidence:type_name -> nodediag.v1.Quote
+	10,  // 84: nodediag.v1.Containerd.parse_error_line:type_name -> nodediag.v1.SourceLine
+	10,  // 85: nodediag.v1.Containerd.grpc_address_line:type_name -> nodediag.v1.SourceLine
+	10,  // 86: nodediag.v1.Containerd.disabled_plugins_line:type_name -> nodediag.v1.SourceLine
+	10,  // 87: nodediag.v1.Containerd.sandbox_image_line:type_name -> nodediag.v1.SourceLine
+	10,  // 88: nodediag.v1.Containerd.systemd_cgroup_line:type_name -> nodediag.v1.SourceLine
+	10,  // 89: nodediag.v1.Containerd.registry_config_path_line:type_name -> nodediag.v1.SourceLine
+	43,  // 90: nodediag.v1.Containerd.legacy_mirrors:type_name -> nodediag.v1.RegistryEndpoint
+	42,  // 91: nodediag.v1.Containerd.hosts_files:type_name -> nodediag.v1.HostsFile
+	10,  // 92: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
+	10,  // 93: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
+	10,  // 94: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
+	43,  // 95: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
+	10,  // 96: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
+	45,  // 97: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
+	46,  // 98: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
+	47,  // 99: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
+	73,  // 100: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	73,  // 101: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	49,  // 102: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
+	10,  // 103: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
+	51,  // 104: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24,  // 105: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	73,  // 106: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	24,  // 107: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	53,  // 108: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,   // 109: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	54,  // 110: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
+	1,   // 111: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 112: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	0,   // 113: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
+	73,  // 114: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
+	53,  // 115: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
+	56,  // 116: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
+	73,  // 117: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
+	60,  // 118: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	58,  // 119: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	59,  // 120: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	74,  // 121: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	74,  // 122: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	65,  // 123: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	70,  // 124: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	66,  // 125: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	73,  // 126: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	74,  // 127: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	70,  // 128: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 129: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 130: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	73,  // 131: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	70,  // 132: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 133: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	52,  // 134: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	63,  // 135: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	67,  // 136: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	69,  // 137: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	61,  // 138: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
+	57,  // 139: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	64,  // 140: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	68,  // 141: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	71,  // 142: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	62,  // 143: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
+	139, // [139:144] is the sub-list for method output_type
+	134, // [134:139] is the sub-list for method input_type
+	134, // [134:134] is the sub-list for extension type_name
+	134, // [134:134] is the sub-list for extension extendee
+	0,   // [0:134] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
