@@ -82,10 +82,11 @@ func oomKilledRule(in *Input) []*nodediagv1.Finding {
 	return out
 }
 
-// oomQuotes quotes the kernel's kill lines ("Out of memory: Killed process
-// N (name)"), which name the victim, the first and the last; the header and
-// summary lines of a kill only when there is no kill line (a journal that
-// kept only those).
+// oomQuotes quotes an OOM kill as an operator reads it: the header of the
+// first kill (who asked for memory: "etcd invoked oom-killer"), the first
+// kill line of each component killed ("Out of memory: Killed process N
+// (name)", which names the victim), and the last kill line. The header and
+// the summary lines alone only when no kill line was kept.
 func oomQuotes(ms []Match) []*nodediagv1.Quote {
 	var kills []Match
 	for _, m := range ms {
@@ -96,8 +97,36 @@ func oomQuotes(ms []Match) []*nodediagv1.Quote {
 	if len(kills) == 0 {
 		return matchQuotes(ms, 3)
 	}
-	return matchQuotes(kills, 2)
+	var out []*nodediagv1.Quote
+	first := kills[0].Time()
+	var header *Match
+	for i, m := range ms {
+		// The header has no pid (the summary line has one); it is the
+		// first kill's when written up to a few seconds before it.
+		if m.Sig.Fact == "oom-kill-context" && m.Group("pid") == "" && !m.Time().After(first) && first.Sub(m.Time()) <= 5*time.Second {
+			header = &ms[i]
+		}
+	}
+	if header != nil {
+		out = append(out, header.Quote())
+	}
+	quoted := map[int]bool{}
+	seen := map[string]bool{}
+	for i, m := range kills {
+		if p := m.Group("process"); !seen[p] && len(out) < maxOOMQuotes-1 {
+			seen[p] = true
+			quoted[i] = true
+			out = append(out, m.Quote())
+		}
+	}
+	if last := len(kills) - 1; !quoted[last] {
+		out = append(out, kills[last].Quote())
+	}
+	return out
 }
+
+// maxOOMQuotes bounds the quotes of one OOM finding.
+const maxOOMQuotes = 5
 
 // distinctKills counts the kills among OOM matches: the header, the kill and
 // the summary of one kill are lines of the same second.

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -84,9 +85,23 @@ func TestOOMKilledQuotesTheKills(t *testing.T) {
 	for _, q := range fs[0].Evidence {
 		got = append(got, q.GetExcerpt())
 	}
-	want := []string{lines[2].text, lines[8].text}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("quotes %q, want the first and the last kill line %q", got, want)
+	want := []string{lines[0].text, lines[2].text, lines[8].text}
+	if !slices.Equal(got, want) {
+		t.Errorf("quotes %q, want the first kill's header, the first and the last kill line %q", got, want)
+	}
+	// Several components killed: the first kill of each.
+	multi := []kline{
+		{3 * time.Minute, "Killed process 40422 (containerd) total-vm:1121000kB"},
+		{2 * time.Minute, "Killed process 41908 (kubelet) total-vm:118092kB"},
+		{time.Minute, "Killed process 40414 (dockerd) total-vm:6866100kB"},
+		{time.Minute, "Killed process 40500 (containerd) total-vm:1121000kB"},
+	}
+	got = nil
+	for _, q := range oomKilledRule(kernelInput(multi...))[0].Evidence {
+		got = append(got, q.GetExcerpt())
+	}
+	if want := []string{multi[0].text, multi[1].text, multi[2].text, multi[3].text}; !slices.Equal(got, want) {
+		t.Errorf("quotes %q, want each component's first kill and the last kill %q", got, want)
 	}
 	// A journal that kept only the header: it is quoted.
 	fs = oomKilledRule(kernelInput(lines[0]))
