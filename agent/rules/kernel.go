@@ -88,11 +88,21 @@ func oomKilledRule(in *Input) []*nodediagv1.Finding {
 // (name)", which names the victim), and the last kill line. The header and
 // the summary lines alone only when no kill line was kept.
 func oomQuotes(ms []Match) []*nodediagv1.Quote {
+	// One line per killed pid, the last: before 4.19 the kernel wrote
+	// "Kill process N (x) score S or sacrifice child" (the choice), then
+	// "Killed process N (x) total-vm:..." (the kill).
 	var kills []Match
+	at := map[string]int{}
 	for _, m := range ms {
-		if m.Sig.Fact == "oom-kill" {
-			kills = append(kills, m)
+		if m.Sig.Fact != "oom-kill" {
+			continue
 		}
+		if i, ok := at[m.Group("pid")]; ok && m.Group("pid") != "" {
+			kills[i] = m
+			continue
+		}
+		at[m.Group("pid")] = len(kills)
+		kills = append(kills, m)
 	}
 	if len(kills) == 0 {
 		return matchQuotes(ms, 3)

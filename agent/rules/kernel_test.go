@@ -89,6 +89,14 @@ func TestOOMKilledQuotesTheKills(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("quotes %q, want the first kill's header, the first and the last kill line %q", got, want)
 	}
+	// Before 4.19: the choice, then the kill, of one pid: the kill is quoted.
+	old := []kline{
+		{time.Minute, "Out of memory: Kill process 20877 (kube-apiserver) score 1068 or sacrifice child"},
+		{time.Minute, "Killed process 20877 (kube-apiserver) total-vm:404820kB, anon-rss:143712kB"},
+	}
+	if ev := oomKilledRule(kernelInput(old...))[0].Evidence; len(ev) != 1 || ev[0].GetExcerpt() != old[1].text {
+		t.Errorf("quotes %v, want only the kill line %q", ev, old[1].text)
+	}
 	// Several components killed: the first kill of each.
 	multi := []kline{
 		{3 * time.Minute, "Killed process 40422 (containerd) total-vm:1121000kB"},
