@@ -287,6 +287,13 @@ var (
 		RefutedBy:   "the node's time matching a reliable clock",
 		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "APIServerCertificateUntrusted", "APIServerUnreachable"}, kubeletSymptoms...),
 	})
+	PublicRegistryCertificateRejected = register(Problem{
+		ID: "PublicRegistryCertificateRejected", Category: CatTimeSkew, Severity: Error, Confidence: Medium,
+		Title:       "by this node's clock the certificate of {registry} is expired or not yet valid; {registry} is a public registry that keeps its certificate valid, so the node's clock is probably wrong",
+		Remediation: "Compare the node's time with a reliable clock (date -u, timedatectl, chronyc tracking) and fix its time synchronisation (chrony or systemd-timesyncd reaching its servers, the hypervisor's time source); the pulls succeed once the clock is right. If the clock is right, look for an outdated CA bundle (the ca-certificates package) or a TLS-intercepting proxy between the node and {registry}.",
+		RefutedBy:   "the node's clock matching a reliable one",
+		Explains:    append([]string{"ImagePullFailed", "SandboxImageMissing", "CertificateExpired", "KubeadmPreflightFailed"}, kubeletSymptoms...),
+	})
 	CertificateExpired = register(Problem{
 		ID: "CertificateExpired", Category: CatCertExpired, Severity: Error,
 		Title:       "certificate {path} expired on {not_after}",
