@@ -744,6 +744,9 @@ func WriteTree(root string, t Tree) error {
 			return err
 		}
 		if target, ok := strings.CutPrefix(content, "->"); ok {
+			// A YAML block scalar ends in a newline, which no link target
+			// of a node holds.
+			target = strings.TrimRight(target, "\n")
 			if err := os.Symlink(target, p); err != nil {
 				return err
 			}

@@ -48,6 +48,9 @@ func Write(t testing.TB, root string, files map[string]string) {
 			t.Fatal(err)
 		}
 		if target, ok := strings.CutPrefix(content, "->"); ok {
+			// A YAML block scalar ends in a newline, which no link target
+			// of a node holds.
+			target = strings.TrimRight(target, "\n")
 			if err := os.Symlink(target, p); err != nil {
 				t.Fatal(err)
 			}
