@@ -77,6 +77,13 @@ func (f *File) version() int {
 // Values the files do not set get containerd's defaults where the message
 // says so (grpc address, CNI directories); hosts files are not read here
 // (Read does that).
+// topLevelSections are the top-level keys of containerd's configuration
+// (services/server/config Config, versions 1 to 3) that hold a table.
+var topLevelSections = map[string]bool{
+	"grpc": true, "ttrpc": true, "debug": true, "metrics": true, "cgroup": true,
+	"plugins": true, "timeouts": true, "proxy_plugins": true, "stream_processors": true,
+}
+
 func Build(files []*File) *nodediagv1.Containerd {
 	c := &nodediagv1.Containerd{
 		ConfigFile:  ConfigFile,
@@ -100,6 +107,13 @@ func Build(files []*File) *nodediagv1.Containerd {
 		}
 		if s, ok := f.doc.str("grpc", "address"); ok && s != "" {
 			c.GrpcAddress, c.GrpcAddressLine = s, f.doc.line("grpc", "address")
+		}
+		for _, k := range f.doc.keysInOrder() {
+			if _, table := f.doc.tree[k].(map[string]any); table && !topLevelSections[k] {
+				if l := f.doc.line(k); l != nil {
+					c.UnknownTables = append(c.UnknownTables, l)
+				}
+			}
 		}
 	}
 	if c.Version == 0 {

@@ -301,3 +301,32 @@ disabled_plugins = ["io.containerd.internal.v1.tracing"]
 		t.Errorf("Build (-want +got):\n%s", diff)
 	}
 }
+
+// A top-level table containerd has no section for is recorded with its
+// line: a misspelt [plugin....] configures nothing. Known sections and
+// scalar keys are not.
+func TestBuildUnknownTables(t *testing.T) {
+	src := `version = 2
+root = "/var/lib/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
+  endpoint = ["https://registry-1.docker.io"]
+[plugin."io.containerd.grpc.v1.cri".registry.mirrors."reg.example"]
+  endpoint = ["http://reg.example:5000"]
+[proxy_plugins.stargz]
+  type = "snapshot"
+[ttrpc]
+[metric]
+  address = "127.0.0.1:1338"
+`
+	f, err := ParseConfig(cfgPath, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Build([]*File{f}).GetUnknownTables()
+	want := []*nodediagv1.SourceLine{sl(cfgPath, src, 7), sl(cfgPath, src, 12)}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("unknown tables (-want +got):\n%s", diff)
+	}
+}

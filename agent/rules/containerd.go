@@ -275,6 +275,11 @@ func containerdRegistryEndpoints(in *Input) []*nodediagv1.Finding {
 			}
 		}
 	}
+	for _, host := range plainHTTPRegistries(in) {
+		if detail, q := plainHTTPConfig(c, host); detail != "" {
+			add(detail, q)
+		}
+	}
 	if len(details) == 0 {
 		return nil
 	}
@@ -283,6 +288,134 @@ func containerdRegistryEndpoints(in *Input) []*nodediagv1.Finding {
 		detail += fmt.Sprintf(" (and %d more)", len(details)-1)
 	}
 	return []*nodediagv1.Finding{RegistryEndpointInvalid.Finding(Params{"detail": detail}, dedupeQuotes(quotes)...)}
+}
+
+// plainHTTPRegistries are the registry hosts that answered containerd's
+// HTTPS with plain HTTP in the window, in the order first seen.
+func plainHTTPRegistries(in *Input) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range in.Matched("registry-plain-http") {
+		if h := m.Group("host"); h != "" && !seen[h] && in.InWindow(m.Line.GetTime()) {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// plainHTTPConfig names the configuration that makes containerd speak
+// HTTPS to host, a registry that speaks plain HTTP: the endpoint written
+// without a scheme (https by default) or with https, the hosts file or
+// mirrors entry that is missing, or a mirrors key without the port of the
+// image's registry. "" when the configuration already says http for it
+// (then the journal's line is all there is).
+func plainHTTPConfig(c *nodediagv1.Containerd, host string) (string, *nodediagv1.Quote) {
+	httpsTo := func(ep *nodediagv1.RegistryEndpoint) string {
+		u := ep.GetUrl()
+		switch {
+		case strings.HasPrefix(u, "http://"):
+			return ""
+		case strings.HasPrefix(u, "https://"):
+			return "it says https"
+		case ep.GetKind() == "mirrors" && ctdconfig.IsLocalhost(hostOfEndpoint(u)):
+			return "" // containerd uses http for a localhost mirror without a scheme
+		}
+		return "without a scheme it means https"
+	}
+	fixFor := fmt.Sprintf("%s answers plain HTTP and containerd speaks HTTPS to it", host)
+	// An endpoint that names host, whichever registry it serves (a mirror
+	// of docker.io at mirror:5000 is configured in docker.io's file).
+	dir := c.GetRegistryConfigPath()
+	var eps []*nodediagv1.RegistryEndpoint
+	where := map[*nodediagv1.RegistryEndpoint]string{}
+	if dir != "" {
+		for _, hf := range c.GetHostsFiles() {
+			for _, ep := range hf.GetEndpoints() {
+				eps = append(eps, ep)
+				where[ep] = hf.GetPath()
+			}
+		}
+	} else {
+		for _, ep := range c.GetLegacyMirrors() {
+			eps = append(eps, ep)
+			where[ep] = c.GetConfigFile()
+		}
+	}
+	hostname, _, hasPort := strings.Cut(host, ":")
+	if dir == "" && hasPort {
+		// A mirrors key is the image's registry as written: "reg" does not
+		// serve images of "reg:5000", whatever its endpoints say.
+		var portless *nodediagv1.RegistryEndpoint
+		keyed := false
+		for _, ep := range c.GetLegacyMirrors() {
+			switch ep.GetRegistry() {
+			case host:
+				keyed = true
+			case hostname:
+				if portless == nil {
+					portless = ep
+				}
+			}
+		}
+		if portless != nil && !keyed {
+			return fmt.Sprintf("%s: the registry.mirrors key %q in %s has no port, so pulls of %s do not use it: the key is the image's registry as written, %q", fixFor, hostname, c.GetConfigFile(), host, host), QuoteLine(portless.GetLine())
+		}
+	}
+	named := false
+	for _, ep := range eps {
+		if hostOfEndpoint(ep.GetUrl()) != host {
+			continue
+		}
+		named = true
+		if why := httpsTo(ep); why != "" {
+			return fmt.Sprintf("%s: %s %q of %s in %s (%s): write http://%s", fixFor, ep.GetKind(), ep.GetUrl(), ep.GetRegistry(), where[ep], why, host), QuoteLine(ep.GetLine())
+		}
+	}
+	if named {
+		return "", nil
+	}
+	if dir != "" {
+		for _, hf := range c.GetHostsFiles() {
+			if hf.GetRegistry() == host {
+				return "", nil
+			}
+		}
+		first, _, _ := strings.Cut(dir, ":")
+		q := QuoteLine(c.GetRegistryConfigPathLine())
+		if q == nil {
+			q = QuoteText(c.GetConfigFile(), "config_path = "+dir)
+		}
+		return fmt.Sprintf("%s: no hosts file of %s under %s: write %s/%s/hosts.toml with server = \"http://%s\"", fixFor, host, dir, first, host, host), q
+	}
+	for _, ep := range c.GetLegacyMirrors() {
+		if ep.GetRegistry() == host {
+			return "", nil // its endpoints are other hosts: the line above judges them
+		}
+	}
+	for _, t := range c.GetUnknownTables() {
+		if strings.Contains(t.GetText(), hostname) {
+			section, _, _ := strings.Cut(strings.TrimLeft(strings.TrimSpace(t.GetText()), "["), ".")
+			return fmt.Sprintf("%s: containerd does not read the table at %s:%d, which names it (%q is not a section of containerd's configuration; the CRI's registry lives under [plugins....])", fixFor, t.GetPath(), t.GetLine(), section), QuoteLine(t)
+		}
+	}
+	var q *nodediagv1.Quote
+	switch {
+	case !c.GetConfigPresent():
+		q = QuoteText(c.GetConfigFile(), "absent: containerd runs on its defaults, without config_path or mirrors")
+	default:
+		q = QuoteText(c.GetConfigFile(), "no config_path and no registry.mirrors entry for "+host)
+	}
+	return fmt.Sprintf("%s: nothing in %s tells containerd to use http for it: set the CRI registry's config_path = \"/etc/containerd/certs.d\" and write /etc/containerd/certs.d/%s/hosts.toml with server = \"http://%s\"", fixFor, c.GetConfigFile(), host, host), q
+}
+
+// hostOfEndpoint is an endpoint's host[:port], as containerd dials it.
+func hostOfEndpoint(u string) string {
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	}
+	h, _, _ := strings.Cut(u, "/")
+	return h
 }
 
 // hostsFileProblem says why containerd does not use hf, or "". A missing

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -439,5 +440,64 @@ func TestContainerdConstantsMatchTheProbe(t *testing.T) {
 		if isLocalhost(h) != ctdconfig.IsLocalhost(h) {
 			t.Errorf("isLocalhost(%q) disagrees with ctdconfig", h)
 		}
+	}
+}
+
+// A registry that answers plain HTTP is pointed at the configuration that
+// makes containerd speak HTTPS to it.
+func TestPlainHTTPConfig(t *testing.T) {
+	line := func(p string, n int32, text string) *nodediagv1.SourceLine {
+		return &nodediagv1.SourceLine{Path: p, Line: n, Text: text}
+	}
+	hosts := "/etc/containerd/certs.d/10.0.0.4:5000/hosts.toml"
+	server := &nodediagv1.RegistryEndpoint{Registry: "10.0.0.4:5000", Url: "10.0.0.4:5000", Kind: "server", Line: line(hosts, 1, `server = "10.0.0.4:5000"`)}
+	httpServer := &nodediagv1.RegistryEndpoint{Registry: "10.0.0.4:5000", Url: "http://10.0.0.4:5000", Kind: "server", Line: line(hosts, 1, `server = "http://10.0.0.4:5000"`)}
+	configPath := func(eps ...*nodediagv1.RegistryEndpoint) *nodediagv1.Containerd {
+		c := &nodediagv1.Containerd{ConfigFile: ctCfg, ConfigPresent: true, Version: 2, RegistryConfigPath: "/etc/containerd/certs.d",
+			RegistryConfigPathLine: line(ctCfg, 9, `      config_path = "/etc/containerd/certs.d"`)}
+		if len(eps) > 0 {
+			c.HostsFiles = []*nodediagv1.HostsFile{{Path: hosts, Registry: "10.0.0.4:5000", Endpoints: eps}}
+		}
+		return c
+	}
+	mirror := func(key, url string) *nodediagv1.RegistryEndpoint {
+		return &nodediagv1.RegistryEndpoint{Registry: key, Url: url, Kind: "mirrors", Line: line(ctCfg, 12, `  endpoint = ["`+url+`"]`)}
+	}
+	legacy := func(eps ...*nodediagv1.RegistryEndpoint) *nodediagv1.Containerd {
+		return &nodediagv1.Containerd{ConfigFile: ctCfg, ConfigPresent: true, Version: 2, LegacyMirrors: eps}
+	}
+	typo := legacy()
+	typo.UnknownTables = []*nodediagv1.SourceLine{line(ctCfg, 19, `[plugin."io.containerd.grpc.v1.cri".registry.mirrors."10.0.0.4"]`)}
+	tests := []struct {
+		name      string
+		c         *nodediagv1.Containerd
+		want      string // a substring of the detail; "" for none
+		quoteLine int32
+	}{
+		{"server without a scheme", configPath(server), `server "10.0.0.4:5000" of 10.0.0.4:5000 in ` + hosts + ` (without a scheme it means https)`, 1},
+		{"server already http", configPath(httpServer), "", 0},
+		{"no hosts file for it", configPath(), "no hosts file of 10.0.0.4:5000 under /etc/containerd/certs.d", 9},
+		{"legacy mirror with https", legacy(mirror("10.0.0.4:5000", "https://10.0.0.4:5000")), "(it says https)", 12},
+		{"legacy mirror key without the port", legacy(mirror("10.0.0.4", "http://10.0.0.4:5000")), `the registry.mirrors key "10.0.0.4" in ` + ctCfg + ` has no port`, 12},
+		{"legacy mirror with http", legacy(mirror("10.0.0.4:5000", "http://10.0.0.4:5000")), "", 0},
+		{"a misspelt section names it", typo, `containerd does not read the table at ` + ctCfg + `:19`, 19},
+		{"no configuration for it", legacy(), "nothing in " + ctCfg + " tells containerd to use http for it", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			detail, q := plainHTTPConfig(tt.c, "10.0.0.4:5000")
+			if tt.want == "" {
+				if detail != "" {
+					t.Fatalf("detail %q, want none", detail)
+				}
+				return
+			}
+			if !strings.Contains(detail, tt.want) || !strings.HasPrefix(detail, "10.0.0.4:5000 answers plain HTTP") {
+				t.Errorf("detail %q, want it to contain %q", detail, tt.want)
+			}
+			if q == nil || q.GetLine() != tt.quoteLine {
+				t.Errorf("quote %v, want line %d", q, tt.quoteLine)
+			}
+		})
 	}
 }
