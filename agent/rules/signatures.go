@@ -502,15 +502,33 @@ func span(ms []sigMatch) time.Duration {
 const maxQuotes = 3
 
 // pickQuotes chooses which matches to quote, in evidence order: the first
-// match of each distinct message (different lines prove different sides of
-// the problem: kubeadm's preflight error and containerd's own refusal to load
-// its config; an EOF and a timeout of the same API server), then the last
-// matches (it still happens).
+// match of each source (the kubelet's line and the runtime's own, which
+// says what it dialed), then of each distinct message (different lines
+// prove different sides of the problem: kubeadm's preflight error and
+// containerd's own refusal to load its config; an EOF and a timeout of the
+// same API server), then the last matches (it still happens).
 func pickQuotes(ms []sigMatch, limit int) []int {
 	var picks []int
 	picked := map[int]bool{}
-	seen := map[string]bool{}
+	sources := map[string]bool{}
 	for i, m := range ms {
+		if len(picks) == limit {
+			break
+		}
+		if src := m.src.GetSource(); !sources[src] {
+			sources[src] = true
+			picks = append(picks, i)
+			picked[i] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, i := range picks {
+		seen[messageTemplate(ms[i].line.GetText())] = true
+	}
+	for i, m := range ms {
+		if picked[i] {
+			continue
+		}
 		if len(picks) == limit {
 			break
 		}
