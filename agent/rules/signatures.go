@@ -503,7 +503,8 @@ const maxQuotes = 3
 
 // pickQuotes chooses which matches to quote, in evidence order: the first
 // match of each source (the kubelet's line and the runtime's own, which
-// says what it dialed), then of each distinct message (different lines
+// says what it dialed) unless it repeats a message already picked, then of
+// each distinct message (different lines
 // prove different sides of the problem: kubeadm's preflight error and
 // containerd's own refusal to load its config; an EOF and a timeout of the
 // same API server), then the last matches (it still happens).
@@ -511,19 +512,20 @@ func pickQuotes(ms []sigMatch, limit int) []int {
 	var picks []int
 	picked := map[int]bool{}
 	sources := map[string]bool{}
+	seen := map[string]bool{}
 	for i, m := range ms {
 		if len(picks) == limit {
 			break
 		}
-		if src := m.src.GetSource(); !sources[src] {
+		// A source that repeats another's message (kern.log and the
+		// kernel's journal) adds nothing.
+		key := messageTemplate(m.line.GetText())
+		if src := m.src.GetSource(); !sources[src] && !seen[key] {
 			sources[src] = true
+			seen[key] = true
 			picks = append(picks, i)
 			picked[i] = true
 		}
-	}
-	seen := map[string]bool{}
-	for _, i := range picks {
-		seen[messageTemplate(ms[i].line.GetText())] = true
 	}
 	for i, m := range ms {
 		if picked[i] {
