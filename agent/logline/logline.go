@@ -117,6 +117,14 @@ func ParseIn(text string, ref time.Time, loc *time.Location) Line {
 		msgStart = parseDigitStart(text, &l, c.loc)
 	case ch >= 'A' && ch <= 'S' && parseSyslogStart(text, c, &l):
 		msgStart = len(text) - len(l.Message)
+		// The kernel's printk time ("[7438185.617430] "), which syslog
+		// keeps and the journal does not: the message is what follows.
+		if l.Program == "kernel" && strings.HasPrefix(l.Message, "[") {
+			if i := strings.Index(l.Message, "] "); i > 0 && i < 20 && isUptime(l.Message[1:i]) {
+				l.Message = l.Message[i+2:]
+				msgStart += i + 2
+			}
+		}
 	case ch == 'C' && strings.HasPrefix(text, "Cloud-init v. "):
 		parseCloudInitStage(text, &l)
 		return l

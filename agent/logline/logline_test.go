@@ -108,7 +108,7 @@ func TestParse(t *testing.T) {
 			name: "syslog day 1 with two spaces, program without pid",
 			text: `May  1 00:01:40 node-1 kernel: [  123.456789] Out of memory: Killed process 4242 (kube-apiserver)`,
 			want: Line{Time: utc("2024-05-01T00:01:40Z"), HasTime: true, Format: FormatSyslog, Program: "kernel",
-				Message: `[  123.456789] Out of memory: Killed process 4242 (kube-apiserver)`},
+				Message: `Out of memory: Killed process 4242 (kube-apiserver)`},
 		},
 		{
 			name: "syslog December read in January is last year",
