@@ -370,9 +370,14 @@ func ruleKubeletControlPlaneSkew(in *Input) []*nodediagv1.Finding {
 		return nil
 	}
 	if newerMinor(kl.v, cp.v) {
+		quotes := []*nodediagv1.Quote{kl.quote, cp.quote}
+		// kubeadm's own refusal, when its preflight met the two.
+		if ms := in.Matched("kubeadm-kubelet-version-refused"); len(ms) > 0 {
+			quotes = append(quotes, ms[len(ms)-1].Quote())
+		}
 		return []*nodediagv1.Finding{skewConfidence(KubeletNewerThanControlPlane.Finding(
 			Params{"version": kl.text, "control_plane": cp.text, "control_plane_minor": cp.minor()},
-			kl.quote, cp.quote,
+			quotes...,
 		), cp)}
 	}
 	skew, ok := minorsBehind(cp.v, kl.v)
