@@ -243,6 +243,14 @@ var (
 		RefutedBy:   "pod sandboxes created by CRI-O after the change",
 		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "PodCrashLoop"}, kubeletSymptoms...),
 	})
+	RuntimeCgroupParentRefused = register(Problem{
+		ID: "RuntimeCgroupParentRefused", Category: CatCgroupMismatch, Severity: Error, Confidence: High,
+		Title:       "{runtime} refuses the pod cgroups the kubelet asks for: it runs the systemd cgroup driver, the kubelet cgroupfs",
+		Defaults:    Params{"runtime": "the runtime", "runtime_setting": "the runtime's cgroup driver"},
+		Remediation: "Use one cgroup driver on both sides (systemd on systemd hosts): {runtime_setting}, and the kubelet's cgroupDriver in /var/lib/kubelet/config.yaml (--cgroup-driver in kubeadm-flags.env on old kubeadm nodes); restart both. The pods the runtime refused are recreated.",
+		RefutedBy:   "pod sandboxes created after the change",
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "PodCrashLoop"}, kubeletSymptoms...),
+	})
 	SwapEnabled = register(Problem{
 		ID: "SwapEnabled", Category: CatSwapEnabled, Severity: Error,
 		Title:       "swap is on ({devices}) and the kubelet refuses to run with swap",
