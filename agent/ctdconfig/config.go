@@ -108,6 +108,11 @@ func Build(files []*File) *nodediagv1.Containerd {
 		if s, ok := f.doc.str("grpc", "address"); ok && s != "" {
 			c.GrpcAddress, c.GrpcAddressLine = s, f.doc.line("grpc", "address")
 		}
+		for _, k := range f.doc.keysInOrder("plugins") {
+			if l := f.doc.line("plugins", k); l != nil {
+				c.PluginKeys = append(c.PluginKeys, l)
+			}
+		}
 		for _, k := range f.doc.keysInOrder() {
 			if _, table := f.doc.tree[k].(map[string]any); table && !topLevelSections[k] {
 				if l := f.doc.line(k); l != nil {

@@ -226,7 +226,8 @@ func TestParseConfigAndBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := Build([]*File{f})
-			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+			// The plugin keys' lines have a test of their own.
+			if diff := cmp.Diff(tc.want, got, protocmp.Transform(), protocmp.IgnoreFields(&nodediagv1.Containerd{}, "plugin_keys")); diff != "" {
 				t.Errorf("Build (-want +got):\n%s", diff)
 			}
 			if strings.Contains(got.String(), "s3cr3t") || strings.Contains(got.String(), "hunter2") {
@@ -295,6 +296,8 @@ disabled_plugins = ["io.containerd.internal.v1.tracing"]
 		c.DisabledPlugins = []string{"io.containerd.internal.v1.tracing", "io.containerd.grpc.v1.cri"}
 		c.DisabledPluginsLine = sl(dropInPath, dropIn, 1)
 		c.RegistryConfigPath, c.RegistryConfigPathLine = "/etc/containerd/certs.d", sl(dropInPath, dropIn, 5)
+		// Each file's plugin keys, where they are written.
+		c.PluginKeys = []*nodediagv1.SourceLine{sl(cfgPath, main, 4), sl(dropInPath, dropIn, 4)}
 	})
 	got := Build([]*File{m, d})
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
@@ -328,5 +331,27 @@ root = "/var/lib/containerd"
 	want := []*nodediagv1.SourceLine{sl(cfgPath, src, 7), sl(cfgPath, src, 12)}
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 		t.Errorf("unknown tables (-want +got):\n%s", diff)
+	}
+}
+
+// Every key under [plugins] is recorded with the line that writes it, so
+// that a key containerd refuses can be quoted.
+func TestBuildPluginKeys(t *testing.T) {
+	src := `version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+[plugins."containerd.runtime.v1.linux"]
+  shim_debug = true
+[plugins.cri.containerd]
+  snapshotter = "overlayfs"
+`
+	f, err := ParseConfig(cfgPath, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Build([]*File{f}).GetPluginKeys()
+	want := []*nodediagv1.SourceLine{sl(cfgPath, src, 2), sl(cfgPath, src, 4), sl(cfgPath, src, 6)}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("plugin keys (-want +got):\n%s", diff)
 	}
 }

@@ -48,6 +48,9 @@ const (
 func containerdConfigInvalid(in *Input) []*nodediagv1.Finding {
 	c := in.Containerd()
 	if c.GetParseError() == "" {
+		if f := refusedPluginKey(in, c); f != nil {
+			return []*nodediagv1.Finding{f}
+		}
 		if p := invalidPluginURI(in); p != "" {
 			msg := fmt.Sprintf("invalid disabled plugin URI %q expect io.containerd.x.vx", p)
 			l := c.GetDisabledPluginsLine()
@@ -70,6 +73,25 @@ func containerdConfigInvalid(in *Input) []*nodediagv1.Finding {
 // io.containerd.x.vx", reproduced with containerd 1.6.20): there, entries
 // are plugin URIs. containerd 1.x wants four dot-separated parts
 // (Config.ValidateV2); 2.x only a dot (Config.ValidateVersion).
+// refusedPluginKey: containerd said which plugin key of its configuration
+// it refused ("invalid plugin key URI \"containerd.runtime.v1.linux\""):
+// the finding quotes the line that writes that key, with containerd's line.
+func refusedPluginKey(in *Input, c *nodediagv1.Containerd) *nodediagv1.Finding {
+	ms := in.Matched("containerd-invalid-plugin-uri")
+	if len(ms) == 0 {
+		return nil
+	}
+	last := ms[len(ms)-1]
+	key := last.Group("key")
+	for _, l := range c.GetPluginKeys() {
+		if strings.Contains(l.GetText(), `"`+key+`"`) || strings.Contains(l.GetText(), "."+key+"]") || strings.Contains(l.GetText(), "plugins."+key) {
+			msg := fmt.Sprintf("invalid plugin key URI %q expect io.containerd.x.vx", key)
+			return ContainerdConfigInvalid.Finding(Params{"file": l.GetPath(), "error": msg}, QuoteLine(l), last.Quote())
+		}
+	}
+	return nil
+}
+
 func invalidPluginURI(in *Input) string {
 	c := in.Containerd()
 	if c.GetVersion() < 2 || c.GetDisabledPluginsLine() == nil {

@@ -424,6 +424,38 @@ func TestContainerdFindingsTakeTheJournalLine(t *testing.T) {
 	}
 }
 
+// containerd's refusal of a plugin key is quoted with the line that writes
+// the key; a key it names that no file writes leaves the journal's line alone.
+func TestContainerdRefusedPluginKey(t *testing.T) {
+	e, err := NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := `containerd: failed to load TOML from /etc/containerd/config.toml: invalid plugin key URI "containerd.runtime.v1.linux" expect io.containerd.x.vx`
+	run := func(keys ...*nodediagv1.SourceLine) []string {
+		ev := ctEvidence{
+			containerd: ctConfig(func(c *nodediagv1.Containerd) { c.PluginKeys = keys }),
+			logs: []*nodediagv1.LogExcerpt{{Source: "journal:containerd.service", Kind: "containerd", Lines: []*nodediagv1.LogLine{
+				{N: 3, Text: journal, Time: timestamppb.New(ctClock.Add(-2 * time.Minute))},
+			}}},
+		}.evidence()
+		for _, f := range e.Analyze(ev, Context{Now: ctClock}).Findings {
+			if f.Id == "ContainerdConfigInvalid" {
+				return utSummary([]*nodediagv1.Finding{f})[0].Quotes
+			}
+		}
+		return nil
+	}
+	header := ctLine(ctCfg, 33, `    [plugins."containerd.runtime.v1.linux"]`)
+	got := run(ctLine(ctCfg, 5, `[plugins."io.containerd.grpc.v1.cri"]`), header)
+	if len(got) != 2 || got[0] != ctCfg+`:     [plugins."containerd.runtime.v1.linux"]` || !strings.Contains(got[1], "invalid plugin key URI") {
+		t.Errorf("quotes = %q, want the key's line, then containerd's", got)
+	}
+	if got := run(ctLine(ctCfg, 5, `[plugins."io.containerd.grpc.v1.cri"]`)); len(got) != 1 || !strings.Contains(got[0], "invalid plugin key URI") {
+		t.Errorf("no file writes the key: quotes = %q, want containerd's line only", got)
+	}
+}
+
 // The rules' copies of the probe's words agree with the probe.
 func TestContainerdConstantsMatchTheProbe(t *testing.T) {
 	pairs := [][2]string{

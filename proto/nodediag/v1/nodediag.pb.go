@@ -4066,6 +4066,10 @@ type Containerd struct {
 	// [plugin."io.containerd.grpc.v1.cri"...] for [plugins....]: containerd
 	// ignores them and everything they configure. The line of each, first seen.
 	UnknownTables []*SourceLine `protobuf:"bytes,23,rep,name=unknown_tables,json=unknownTables,proto3" json:"unknown_tables,omitempty"`
+	// The line of each key under [plugins] (its table header or dotted key),
+	// first seen, in file order: containerd refuses a key it does not take
+	// for a plugin URI ("invalid plugin key URI"), and the rule quotes it.
+	PluginKeys    []*SourceLine `protobuf:"bytes,24,rep,name=plugin_keys,json=pluginKeys,proto3" json:"plugin_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4257,6 +4261,13 @@ func (x *Containerd) GetLegacyConfigsTlsLine() *SourceLine {
 func (x *Containerd) GetUnknownTables() []*SourceLine {
 	if x != nil {
 		return x.UnknownTables
+	}
+	return nil
+}
+
+func (x *Containerd) GetPluginKeys() []*SourceLine {
+	if x != nil {
+		return x.PluginKeys
 	}
 	return nil
 }
@@ -7037,7 +7048,8 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\x0einactive_enter\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\rinactiveEnter\x12\x16\n" +
 	"\x06source\x18\v \x01(\tR\x06source\x12.\n" +
-	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"\xe0\t\n" +
+	"\bevidence\x18\f \x01(\v2\x12.nodediag.v1.QuoteR\bevidence\"\x9a\n" +
+	"\n" +
 	"\n" +
 	"Containerd\x12\x1f\n" +
 	"\vconfig_file\x18\x01 \x01(\tR\n" +
@@ -7067,7 +7079,9 @@ const file_nodediag_v1_nodediag_proto_rawDesc = "" +
 	"\vcni_bin_dir\x18\x14 \x01(\tR\tcniBinDir\x12G\n" +
 	"\x13legacy_mirrors_line\x18\x15 \x01(\v2\x17.nodediag.v1.SourceLineR\x11legacyMirrorsLine\x12N\n" +
 	"\x17legacy_configs_tls_line\x18\x16 \x01(\v2\x17.nodediag.v1.SourceLineR\x14legacyConfigsTlsLine\x12>\n" +
-	"\x0eunknown_tables\x18\x17 \x03(\v2\x17.nodediag.v1.SourceLineR\runknownTablesB\x11\n" +
+	"\x0eunknown_tables\x18\x17 \x03(\v2\x17.nodediag.v1.SourceLineR\runknownTables\x128\n" +
+	"\vplugin_keys\x18\x18 \x03(\v2\x17.nodediag.v1.SourceLineR\n" +
+	"pluginKeysB\x11\n" +
 	"\x0f_systemd_cgroup\"\xc6\x01\n" +
 	"\tHostsFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
@@ -7462,61 +7476,62 @@ var file_nodediag_v1_nodediag_proto_depIdxs = []int32{
 	10,  // 92: nodediag.v1.Containerd.legacy_mirrors_line:type_name -> nodediag.v1.SourceLine
 	10,  // 93: nodediag.v1.Containerd.legacy_configs_tls_line:type_name -> nodediag.v1.SourceLine
 	10,  // 94: nodediag.v1.Containerd.unknown_tables:type_name -> nodediag.v1.SourceLine
-	10,  // 95: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
-	43,  // 96: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
-	10,  // 97: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
-	45,  // 98: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
-	46,  // 99: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
-	47,  // 100: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
-	73,  // 101: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
-	73,  // 102: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
-	49,  // 103: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
-	10,  // 104: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
-	51,  // 105: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
-	24,  // 106: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
-	73,  // 107: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
-	24,  // 108: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
-	53,  // 109: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
-	0,   // 110: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
-	54,  // 111: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
-	1,   // 112: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
-	73,  // 113: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
-	0,   // 114: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
-	73,  // 115: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
-	53,  // 116: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
-	56,  // 117: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
-	73,  // 118: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
-	60,  // 119: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
-	58,  // 120: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
-	59,  // 121: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
-	74,  // 122: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
-	74,  // 123: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
-	65,  // 124: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
-	70,  // 125: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
-	66,  // 126: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
-	73,  // 127: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
-	74,  // 128: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
-	70,  // 129: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
-	1,   // 130: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
-	73,  // 131: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
-	73,  // 132: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
-	70,  // 133: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
-	0,   // 134: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
-	52,  // 135: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
-	63,  // 136: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
-	67,  // 137: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
-	69,  // 138: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
-	61,  // 139: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
-	57,  // 140: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
-	64,  // 141: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
-	68,  // 142: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
-	71,  // 143: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
-	62,  // 144: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
-	140, // [140:145] is the sub-list for method output_type
-	135, // [135:140] is the sub-list for method input_type
-	135, // [135:135] is the sub-list for extension type_name
-	135, // [135:135] is the sub-list for extension extendee
-	0,   // [0:135] is the sub-list for field type_name
+	10,  // 95: nodediag.v1.Containerd.plugin_keys:type_name -> nodediag.v1.SourceLine
+	10,  // 96: nodediag.v1.HostsFile.error_line:type_name -> nodediag.v1.SourceLine
+	43,  // 97: nodediag.v1.HostsFile.endpoints:type_name -> nodediag.v1.RegistryEndpoint
+	10,  // 98: nodediag.v1.RegistryEndpoint.line:type_name -> nodediag.v1.SourceLine
+	45,  // 99: nodediag.v1.Runtime.conditions:type_name -> nodediag.v1.RuntimeCondition
+	46,  // 100: nodediag.v1.Runtime.images:type_name -> nodediag.v1.RuntimeImage
+	47,  // 101: nodediag.v1.Runtime.containers:type_name -> nodediag.v1.RuntimeContainer
+	73,  // 102: nodediag.v1.RuntimeContainer.started_at:type_name -> google.protobuf.Timestamp
+	73,  // 103: nodediag.v1.RuntimeContainer.finished_at:type_name -> google.protobuf.Timestamp
+	49,  // 104: nodediag.v1.Registries.checks:type_name -> nodediag.v1.RegistryCheck
+	10,  // 105: nodediag.v1.RegistryCheck.line:type_name -> nodediag.v1.SourceLine
+	51,  // 106: nodediag.v1.Pods.containers:type_name -> nodediag.v1.PodContainer
+	24,  // 107: nodediag.v1.PodContainer.log:type_name -> nodediag.v1.LogExcerpt
+	73,  // 108: nodediag.v1.PodContainer.last_time:type_name -> google.protobuf.Timestamp
+	24,  // 109: nodediag.v1.PodContainer.previous_log:type_name -> nodediag.v1.LogExcerpt
+	53,  // 110: nodediag.v1.AgentMessage.hello:type_name -> nodediag.v1.Hello
+	0,   // 111: nodediag.v1.AgentMessage.report:type_name -> nodediag.v1.Report
+	54,  // 112: nodediag.v1.AgentMessage.upload:type_name -> nodediag.v1.Upload
+	1,   // 113: nodediag.v1.Hello.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 114: nodediag.v1.Hello.agent_start:type_name -> google.protobuf.Timestamp
+	0,   // 115: nodediag.v1.Upload.report:type_name -> nodediag.v1.Report
+	73,  // 116: nodediag.v1.Upload.origin_agent_start:type_name -> google.protobuf.Timestamp
+	53,  // 117: nodediag.v1.AgentMessageRaw.hello:type_name -> nodediag.v1.Hello
+	56,  // 118: nodediag.v1.AgentMessageRaw.upload:type_name -> nodediag.v1.UploadRaw
+	73,  // 119: nodediag.v1.UploadRaw.origin_agent_start:type_name -> google.protobuf.Timestamp
+	60,  // 120: nodediag.v1.CollectorMessage.check:type_name -> nodediag.v1.CheckRequest
+	58,  // 121: nodediag.v1.CollectorMessage.welcome:type_name -> nodediag.v1.Welcome
+	59,  // 122: nodediag.v1.CollectorMessage.ack:type_name -> nodediag.v1.Ack
+	74,  // 123: nodediag.v1.Welcome.interval:type_name -> google.protobuf.Duration
+	74,  // 124: nodediag.v1.SweepRequest.timeout:type_name -> google.protobuf.Duration
+	65,  // 125: nodediag.v1.SweepEvent.started:type_name -> nodediag.v1.SweepStarted
+	70,  // 126: nodediag.v1.SweepEvent.answer:type_name -> nodediag.v1.NodeSummary
+	66,  // 127: nodediag.v1.SweepEvent.done:type_name -> nodediag.v1.SweepDone
+	73,  // 128: nodediag.v1.SweepStarted.started_at:type_name -> google.protobuf.Timestamp
+	74,  // 129: nodediag.v1.SweepDone.elapsed:type_name -> google.protobuf.Duration
+	70,  // 130: nodediag.v1.ListNodesResponse.nodes:type_name -> nodediag.v1.NodeSummary
+	1,   // 131: nodediag.v1.NodeSummary.agent:type_name -> nodediag.v1.AgentInfo
+	73,  // 132: nodediag.v1.NodeSummary.last_seen:type_name -> google.protobuf.Timestamp
+	73,  // 133: nodediag.v1.NodeSummary.reported_at:type_name -> google.protobuf.Timestamp
+	70,  // 134: nodediag.v1.NodeRecord.summary:type_name -> nodediag.v1.NodeSummary
+	0,   // 135: nodediag.v1.NodeRecord.report:type_name -> nodediag.v1.Report
+	52,  // 136: nodediag.v1.Collector.Connect:input_type -> nodediag.v1.AgentMessage
+	63,  // 137: nodediag.v1.Fleet.Sweep:input_type -> nodediag.v1.SweepRequest
+	67,  // 138: nodediag.v1.Fleet.ListNodes:input_type -> nodediag.v1.ListNodesRequest
+	69,  // 139: nodediag.v1.Fleet.GetNode:input_type -> nodediag.v1.GetNodeRequest
+	61,  // 140: nodediag.v1.Fleet.DiagnoseCluster:input_type -> nodediag.v1.DiagnoseClusterRequest
+	57,  // 141: nodediag.v1.Collector.Connect:output_type -> nodediag.v1.CollectorMessage
+	64,  // 142: nodediag.v1.Fleet.Sweep:output_type -> nodediag.v1.SweepEvent
+	68,  // 143: nodediag.v1.Fleet.ListNodes:output_type -> nodediag.v1.ListNodesResponse
+	71,  // 144: nodediag.v1.Fleet.GetNode:output_type -> nodediag.v1.NodeRecord
+	62,  // 145: nodediag.v1.Fleet.DiagnoseCluster:output_type -> nodediag.v1.DiagnoseClusterResponse
+	141, // [141:146] is the sub-list for method output_type
+	136, // [136:141] is the sub-list for method input_type
+	136, // [136:136] is the sub-list for extension type_name
+	136, // [136:136] is the sub-list for extension extendee
+	0,   // [0:136] is the sub-list for field type_name
 }
 
 func init() { file_nodediag_v1_nodediag_proto_init() }
