@@ -49,6 +49,37 @@ var bootstrapRules = []Rule{
 	{Name: "cloud-init-disabled", Fn: cloudInitDisabledRule},
 	{Name: "bootstrap-sentinel-missing", Fn: bootstrapSentinelMissingRule},
 	{Name: "cloud-init-no-datasource", Fn: cloudInitNoDatasourceRule},
+	{Name: "bootstrap-command-cause", Fn: bootstrapCommandCauseRule},
+}
+
+// bootstrapCommandCauseRule: cloud-init says the bootstrap script failed
+// ("Failed running /var/lib/cloud/instance/scripts/part-001 [1]"), which
+// is only the exit status of its last command; what to fix is what the
+// script printed as it failed. The finding quotes the first error lines of
+// the bootstrap's output before cloud-init's report, then the report (the
+// signature's other lines join it).
+func bootstrapCommandCauseRule(in *Input) []*nodediagv1.Finding {
+	var fail *Match
+	for i, m := range in.m().claims {
+		if m.Sig.ID == BootstrapCommandFailed.ID && in.InWindow(m.Line.GetTime()) {
+			fail = &in.m().claims[i]
+			break
+		}
+	}
+	if fail == nil {
+		return nil
+	}
+	var quotes []*nodediagv1.Quote
+	for _, q := range in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors) {
+		if q.GetSource() == fail.Src.GetSource() && q.GetLine() < fail.Line.GetN() {
+			quotes = append(quotes, q)
+		}
+	}
+	if len(quotes) == 0 {
+		return nil
+	}
+	quotes = append(quotes, fail.Quote())
+	return []*nodediagv1.Finding{BootstrapCommandFailed.Finding(Params{"command": fail.Group("command")}, quotes...)}
 }
 
 // maxDatasourceQuotes bounds the datasource configuration lines quoted.

@@ -566,7 +566,7 @@ var (
 	BootstrapCommandFailed = register(Problem{
 		ID: "BootstrapCommandFailed", Category: CatCloudInitFailed, Severity: Error, Symptom: true,
 		Title:       "a bootstrap command failed: {command}",
-		Remediation: "cloud-init ran the bootstrap script and it exited non-zero; the first error above the quoted line in /var/log/cloud-init-output.log is the one to fix.",
+		Remediation: "cloud-init ran the bootstrap script and it exited non-zero; the script's first error in /var/log/cloud-init-output.log (quoted above cloud-init's report when the output shows one) is the one to fix.",
 		RefutedBy:   "the script completing (the sentinel file written)",
 		Explains:    []string{"CloudInitFailed", "BootstrapSentinelMissing"},
 	})
