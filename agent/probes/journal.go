@@ -35,6 +35,9 @@ var journalUnits = []struct{ unit, kind string }{
 	{"cloud-init-local.service", "cloud-init-output"},
 	// cloud-init 24.3 and later run their stages from one service.
 	{"cloud-init-main.service", "cloud-init-output"},
+	// Kubermatic's machine-controller: cloud-init's runcmd starts
+	// bootstrap.service, which fetches and runs the node's provisioning.
+	{"bootstrap.service", "cloud-init-output"},
 	// etcd as a systemd unit (kubespray, kubeadm's external etcd): its
 	// clock and disk complaints.
 	{"etcd.service", "etcd"},

@@ -71,7 +71,13 @@ func bootstrapCommandCauseRule(in *Input) []*nodediagv1.Finding {
 	}
 	var quotes []*nodediagv1.Quote
 	for _, q := range in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors) {
-		if q.GetSource() == fail.Src.GetSource() && q.GetLine() < fail.Line.GetN() {
+		// Before the report: above it in its file, or not later in time
+		// (another log of the bootstrap: the journal of bootstrap.service).
+		before := q.GetSource() == fail.Src.GetSource() && q.GetLine() > 0 && q.GetLine() < fail.Line.GetN()
+		if !before && q.GetTime() != nil && fail.Line.GetTime() != nil {
+			before = !q.GetTime().AsTime().After(fail.Line.GetTime().AsTime())
+		}
+		if before {
 			quotes = append(quotes, q)
 		}
 	}
