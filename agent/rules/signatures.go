@@ -438,10 +438,15 @@ func (in *Input) persistFor(d time.Duration) time.Duration {
 func persistingRun(ms []sigMatch, d time.Duration) []sigMatch {
 	timed := make([]sigMatch, 0, len(ms))
 	var logEnd time.Time
+	ended := map[*nodediagv1.LogExcerpt]bool{} // each source's end once: a source has thousands of lines
 	for _, m := range ms {
 		if t := m.line.GetTime(); t != nil {
 			timed = append(timed, m)
 		}
+		if ended[m.src] {
+			continue
+		}
+		ended[m.src] = true
 		if e := sourceEnd(m.src); e.After(logEnd) {
 			logEnd = e
 		}

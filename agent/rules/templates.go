@@ -174,6 +174,7 @@ func similarity(a, b []string) float64 {
 func persistingTemplates(in *Input, d time.Duration) []*Template {
 	d = in.persistFor(d)
 	var out []*Template
+	ends := map[*nodediagv1.LogExcerpt]time.Time{} // each source's end once
 	for _, t := range in.m().templates {
 		var timed []time.Time
 		for _, l := range t.Lines {
@@ -185,7 +186,11 @@ func persistingTemplates(in *Input, d time.Duration) []*Template {
 			continue
 		}
 		sort.Slice(timed, func(i, j int) bool { return timed[i].Before(timed[j]) })
-		end := sourceEnd(t.Src)
+		end, ok := ends[t.Src]
+		if !ok {
+			end = sourceEnd(t.Src)
+			ends[t.Src] = end
+		}
 		start := 0
 		for i := 1; i <= len(timed); i++ {
 			if i < len(timed) && timed[i].Sub(timed[i-1]) <= d {
