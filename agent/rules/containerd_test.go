@@ -533,3 +533,23 @@ func TestPlainHTTPConfig(t *testing.T) {
 		})
 	}
 }
+
+// A cgroup driver contradiction read from files folds into the runtime's
+// own refusal: one finding, the runtime's line first, the files after it.
+func TestAbsorbPredicted(t *testing.T) {
+	refusal := &nodediagv1.Finding{Id: "RuntimeCgroupParentRefused", Evidence: []*nodediagv1.Quote{{Source: "journal:containerd.service", Excerpt: "expected cgroupsPath to be of format"}}}
+	files := &nodediagv1.Finding{Id: "KubeletCgroupDriverMismatch", Evidence: []*nodediagv1.Quote{{Source: "/var/lib/kubelet/config.yaml", Line: 3, Excerpt: "cgroupDriver: cgroupfs"}}}
+	other := &nodediagv1.Finding{Id: "SwapEnabled"}
+	got := absorbPredicted([]*nodediagv1.Finding{files, other, refusal})
+	if len(got) != 2 || got[0] != other || got[1] != refusal {
+		t.Fatalf("findings %v, want the swap finding and the refusal", got)
+	}
+	if len(refusal.Evidence) != 2 || refusal.Evidence[1].GetSource() != "/var/lib/kubelet/config.yaml" {
+		t.Errorf("refusal evidence %v, want its line then the file's", refusal.Evidence)
+	}
+	// Without a refusal the contradiction stands.
+	files2 := &nodediagv1.Finding{Id: "KubeletCgroupDriverMismatch"}
+	if got := absorbPredicted([]*nodediagv1.Finding{files2}); len(got) != 1 || got[0] != files2 {
+		t.Errorf("findings %v, want the contradiction kept", got)
+	}
+}

@@ -125,6 +125,7 @@ func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 		fs = append(fs, r.Fn(in)...)
 	}
 	fs = merge(fs, signatureFindings(in))
+	fs = absorbPredicted(fs)
 	fs = append(fs, unrecognisedErrors(in, fs)...)
 	latentFs := latent(in, fs)
 	roleAdjust(in, fs)
@@ -137,6 +138,42 @@ func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 		Verdict:       verdict,
 		VerdictReason: reason,
 	}
+}
+
+// provenBy maps a contradiction read from files to the findings whose
+// log lines prove the same cause: the runtime refusing the kubelet's pod
+// cgroups proves the cgroup drivers apart.
+var provenBy = map[string][]string{
+	"KubeletCgroupDriverMismatch": {"RuntimeCgroupParentRefused", "CRIOCgroupManagerMismatch"},
+}
+
+// absorbPredicted folds a file contradiction into the finding that proves
+// it from the node's logs: one cause, the proof first, the files that say
+// what to change after it.
+func absorbPredicted(fs []*nodediagv1.Finding) []*nodediagv1.Finding {
+	byID := map[string]*nodediagv1.Finding{}
+	for _, f := range fs {
+		byID[f.GetId()] = f
+	}
+	out := fs[:0]
+	for _, f := range fs {
+		var proof *nodediagv1.Finding
+		for _, id := range provenBy[f.GetId()] {
+			if p := byID[id]; p != nil && proof == nil {
+				proof = p
+			}
+		}
+		if proof == nil {
+			out = append(out, f)
+			continue
+		}
+		for _, q := range f.GetEvidence() {
+			if !hasQuote(proof, q) {
+				proof.Evidence = append(proof.Evidence, q)
+			}
+		}
+	}
+	return out
 }
 
 func ts(t time.Time) *timestamppb.Timestamp {

@@ -90,7 +90,10 @@ func errorLine(src *nodediagv1.LogExcerpt, l *nodediagv1.LogLine, info *lineInfo
 		return true
 	case "":
 		switch lineKind(src, l) {
-		case "kernel", "cloud-init-output", "kubeadm", "pod":
+		// containerd writes every line through logrus, with a level: a line
+		// without one is Go's own output as it dies ("panic: ...",
+		// "fatal error: ...").
+		case "kernel", "cloud-init-output", "kubeadm", "pod", "containerd":
 			return logline.Failure(l.GetText())
 		}
 	}

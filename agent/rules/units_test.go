@@ -333,7 +333,9 @@ func TestUnitFindingTakesTheLogLine(t *testing.T) {
 			Quotes: []string{"journal:containerd.service: " + line}},
 		{ID: "RuntimeNotRunning", Confidence: High,
 			Title:  "the container runtime is not running: containerd.service is failed (Result=exit-code, status 1)",
-			Quotes: []string{"dbus:containerd.service: ActiveState=failed SubState=failed Result=exit-code"}},
+			// containerd's last words: a line without a logrus level is
+			// its dying output.
+			Quotes: []string{"dbus:containerd.service: ActiveState=failed SubState=failed Result=exit-code", "journal:containerd.service: " + line}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("findings (-want +got):\n%s", diff)
