@@ -302,6 +302,13 @@ var (
 		RefutedBy:   "the node's clock matching a reliable one",
 		Explains:    append([]string{"ImagePullFailed", "SandboxImageMissing", "CertificateExpired", "KubeadmPreflightFailed"}, kubeletSymptoms...),
 	})
+	CertificateNotValidNow = register(Problem{
+		ID: "CertificateNotValidNow", Category: CatCertExpired, Severity: Error, Confidence: Medium,
+		Title:       "a TLS certificate is expired or not yet valid by this node's clock; the error gives no dates, so it cannot tell an expired certificate from a clock behind a new one",
+		Remediation: "Check the node's clock first (date -u against a reliable clock, timedatectl, chronyc tracking): a clock behind a freshly made certificate gives this same error. If the clock is right, find the certificate of the quoted endpoint and its dates (openssl s_client -connect HOST:PORT | openssl x509 -noout -dates) and renew it (kubeadm certs renew for the control plane's).",
+		RefutedBy:   "the node's clock right and the endpoint's certificate within its dates",
+		Explains:    append([]string{"StaticPodCrashLoop", "ControllerCrashLoop", "APIServerUnreachable", "APIServerCertificateUntrusted", "ImagePullFailed"}, kubeletSymptoms...),
+	})
 	CertificateExpired = register(Problem{
 		ID: "CertificateExpired", Category: CatCertExpired, Severity: Error,
 		Title:       "certificate {path} expired on {not_after}",

@@ -140,16 +140,19 @@ func (e *Engine) Analyze(ev *nodediagv1.Evidence, c Context) Result {
 	}
 }
 
-// provenBy maps a contradiction read from files to the findings whose
-// log lines prove the same cause: the runtime refusing the kubelet's pod
-// cgroups proves the cgroup drivers apart.
+// provenBy maps a finding to the findings that prove the same cause more
+// precisely: the runtime refusing the kubelet's pod cgroups proves the
+// cgroup drivers apart that files predict; a certificate file's dates or a
+// clock shown off say which of "expired or not yet valid" a log line meant.
 var provenBy = map[string][]string{
 	"KubeletCgroupDriverMismatch": {"RuntimeCgroupParentRefused", "CRIOCgroupManagerMismatch"},
+	// A bare "certificate has expired or is not yet valid" is the log side
+	// of a certificate file found expired, or of a clock shown off.
+	"CertificateNotValidNow": {"CertificateExpired", "ClockSkew", "PublicRegistryCertificateRejected"},
 }
 
-// absorbPredicted folds a file contradiction into the finding that proves
-// it from the node's logs: one cause, the proof first, the files that say
-// what to change after it.
+// absorbPredicted folds a finding into the one that proves its cause more
+// precisely: one cause, that proof first, the folded finding's lines after it.
 func absorbPredicted(fs []*nodediagv1.Finding) []*nodediagv1.Finding {
 	byID := map[string]*nodediagv1.Finding{}
 	for _, f := range fs {

@@ -332,7 +332,7 @@ func TestUnitFindingTakesTheLogLine(t *testing.T) {
 			Title:  "containerd cannot load its configuration /etc/containerd/config.toml: (3, 2): unexpected token unclosed table key, was expecting a table key",
 			Quotes: []string{"journal:containerd.service: " + line}},
 		{ID: "RuntimeNotRunning", Confidence: High,
-			Title:  "the container runtime is not running: containerd.service is failed (Result=exit-code, status 1)",
+			Title: "the container runtime is not running: containerd.service is failed (Result=exit-code, status 1)",
 			// containerd's last words: a line without a logrus level is
 			// its dying output.
 			Quotes: []string{"dbus:containerd.service: ActiveState=failed SubState=failed Result=exit-code", "journal:containerd.service: " + line}},
