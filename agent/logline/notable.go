@@ -55,6 +55,8 @@ var keepWords = []string{
 	// Cluster API's bootstrap script names its sentinel file; cloud-init's
 	// final message names its datasource.
 	"bootstrap-success.complete", "datasource",
+	// CAPA's boothook that fetches the encrypted bootstrap data.
+	"cluster.x-k8s.io encrypted cloud-init script",
 	// A lost link's return.
 	"link is up", "link up", "gained carrier", "link status definitely up",
 	// A pull that succeeded, which refutes an earlier failed one.
