@@ -8,6 +8,10 @@ agent=${1:-bin/nodediag-agent}
 cd "$(dirname "$0")/.." || exit 2
 hosts=agent/testdata/hosts
 summaries=()
+# The example hosts are copies, whose binaries the agent never runs by
+# default (--exec auto): running the project's own stand-in scripts is an
+# explicit opt-in, and the agent's warning about it is said once here.
+echo "demo: the example hosts' stand-in binaries answer --version: --exec local (the agent's warning about running a copy's code is left out)"
 for dir in "$hosts"/*/; do
   name=$(basename "$dir")
   args=()
@@ -17,7 +21,7 @@ for dir in "$hosts"/*/; do
     done < "$dir/args"
   fi
   printf '\n================ %s ================\n' "$name"
-  out=$("$agent" check --root "$dir/root" "${args[@]}" --output text)
+  out=$("$agent" check --root "$dir/root" --exec local "${args[@]}" --output text 2> >(grep -v 'warning: --exec local runs' >&2))
   code=$?
   printf '%s\n' "$out"
   if [ "$code" -eq 2 ]; then

@@ -94,7 +94,27 @@ type checkOptions struct {
 	timeout                                                          time.Duration
 	only, skip                                                       listFlag
 	offline                                                          bool
+	// warn receives what the operator must know but is no result (--exec
+	// local on a copy); nil discards it.
+	warn io.Writer
 }
+
+// How the check asks the root's binaries their version (--exec).
+const (
+	// execAuto runs them only when the root is the live system this
+	// process runs on (its /proc is procfs): a copy's binaries are never
+	// run, whoever made the copy.
+	execAuto = "auto"
+	// execLocal runs them under any root: on a copy this runs the copy's
+	// code as this user, so it is said on stderr.
+	execLocal = "local"
+	// execNone never runs anything: versions from the binaries' Go build
+	// info, the journal and the static pods.
+	execNone = "none"
+)
+
+// execFlagHelp is the --exec flag's help, shared by check, collect and run.
+const execFlagHelp = "how the root's binaries are asked their version: auto (run them only when --root is the live system: its /proc is procfs), local (run them under any root; on a copy that runs the copy's code, which is warned about) or none (never run anything: Go build info, the journal, static pod images)"
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o checkOptions
@@ -102,6 +122,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.output, "output", "text", "text, json or compact (at most 4096 bytes, for az vm run-command)")
 	checkFlags(fs, &o)
+	o.warn = stderr
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
@@ -139,7 +160,7 @@ func checkFlags(fs *flag.FlagSet, o *checkOptions) {
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "bound on the whole check")
 	fs.StringVar(&o.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
 	fs.StringVar(&o.role, "role", "", "what the node is meant to be: control-plane or worker (default: inferred from what kubeadm left on the node)")
-	fs.StringVar(&o.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything; for copies of hosts)")
+	fs.StringVar(&o.exec, "exec", execAuto, execFlagHelp)
 	fs.StringVar(&o.now, "now", "", "judge as of this TIME (RFC3339) instead of the evidence's clock")
 	fs.StringVar(&o.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name)")
 	fs.StringVar(&o.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")
@@ -162,11 +183,30 @@ func checkOnce(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) 
 	return c.run(ctx)
 }
 
+// execFor is the runner of the root's binaries under --exec: the live
+// system's for auto, anyone's for local (said once when the root is a
+// copy), nobody's for none.
+func (c *checker) execFor(h *host.Host) host.Runner {
+	switch c.o.exec {
+	case execLocal:
+		if !h.Live() && !c.warned && c.o.warn != nil {
+			c.warned = true
+			fmt.Fprintf(c.o.warn, "nodediag-agent: warning: --exec local runs the binaries of %s, which is not the live system (its /proc is no procfs): a copied or hostile root runs its code as this user; --exec auto or none never does\n", h.Root)
+		}
+		return host.Local{}
+	case execAuto:
+		if h.Live() {
+			return host.Local{}
+		}
+	}
+	return host.NoExec{}
+}
+
 // checker is the pipeline of a check with its options validated once: run
 // calls it again and again.
 type checker struct {
 	o      checkOptions
-	runner host.Runner
+	warned bool // --exec local on a copy said
 	rctx   rules.Context
 	probes []probe.Probe
 	engine *rules.Engine
@@ -178,12 +218,9 @@ func newChecker(o checkOptions) (*checker, error) {
 	}
 	c := &checker{o: o}
 	switch o.exec {
-	case "local":
-		c.runner = host.Local{}
-	case "none":
-		c.runner = host.NoExec{}
+	case execAuto, execLocal, execNone:
 	default:
-		return nil, fmt.Errorf("--exec %q: want local or none", o.exec)
+		return nil, fmt.Errorf("--exec %q: want auto, local or none", o.exec)
 	}
 	var err error
 	if c.rctx, err = ruleContext(o); err != nil {
@@ -208,10 +245,11 @@ func (c *checker) run(ctx context.Context) (*nodediagv1.Report, error) {
 // it).
 func (c *checker) runHost(ctx context.Context) (*nodediagv1.Report, *host.Host, error) {
 	o, rctx := c.o, c.rctx
-	h, err := host.New(o.root, c.runner)
+	h, err := host.New(o.root, host.NoExec{})
 	if err != nil {
 		return nil, nil, err
 	}
+	h.Exec = c.execFor(h)
 	if o.offline {
 		h.Net = host.NoNetwork{}
 	}

@@ -158,30 +158,54 @@ func TestProbeSelection(t *testing.T) {
 
 // TestExecNone: with --exec none no binary of the root runs, and what the
 // versions could not tell is reported as a gap, not as a healthy node.
+//
+// By default (--exec auto) a root that is not the live system is a copy:
+// its canary binary never runs, under check or collect. --exec local runs
+// it, and says on stderr that a copy's code ran.
 func TestExecNone(t *testing.T) {
 	h := hosttest.Tree(t, map[string]string{
-		"usr/bin/kubelet":       "#!/bin/sh\ntouch /proc/self/../../tmp/nodediag-exec-none-ran 2>/dev/null\necho 'Kubernetes v1.35.0'\n",
+		"usr/bin/kubelet":       "#!/bin/sh\necho 'Kubernetes v1.35.0'\n",
 		"etc/sysconfig/kubelet": "KUBELET_EXTRA_ARGS=--pod-infra-container-image=x\n",
+		"etc/hostname":          "copied-node\n",
 	})
-	marker := filepath.Join(h.Root, "ran")
-	os.WriteFile(filepath.Join(h.Root, "usr/bin/kubelet"), []byte("#!/bin/sh\ntouch "+marker+"\necho 'Kubernetes v1.35.0'\n"), 0o755)
-	out, stderr, code := run(t, "check", "--root", h.Root, "--exec", "none")
-	if code == ExitUsage {
-		t.Fatal(stderr)
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, b := range []string{"usr/bin/kubelet", "usr/bin/containerd", "usr/bin/kubeadm", "usr/bin/runc"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(h.Root, b)), 0o755)
+		if err := os.WriteFile(filepath.Join(h.Root, b), []byte("#!/bin/sh\ntouch "+marker+"\necho 'Kubernetes v1.35.0'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("--exec none ran a binary of the root")
+	ran := func() bool { _, err := os.Stat(marker); return err == nil }
+	for _, args := range [][]string{
+		{"check", "--root", h.Root, "--exec", "none"},
+		{"check", "--root", h.Root},
+		{"collect", "--root", h.Root, "--bundle", filepath.Join(t.TempDir(), "b.tar.gz")},
+	} {
+		out, stderr, code := run(t, args...)
+		if code == ExitUsage {
+			t.Fatalf("%v: %s", args, stderr)
+		}
+		if ran() {
+			t.Fatalf("%v ran a binary of the copied root", args)
+		}
+		if strings.Contains(stderr, "warning") {
+			t.Errorf("%v warned: %s", args, stderr)
+		}
+		if args[0] == "check" && strings.Contains(out, "KubeletRemovedFlag") {
+			t.Errorf("%v: without the kubelet's version, the flag cannot be judged removed:\n%s", args, out)
+		}
 	}
-	if strings.Contains(out, "KubeletRemovedFlag") {
-		t.Errorf("without the kubelet's version, the flag cannot be judged removed:\n%s", out)
-	}
-	// The same tree, run for real, does judge it.
-	out, _, _ = run(t, "check", "--root", h.Root)
-	if _, err := os.Stat(marker); err != nil {
+	// The same tree, its binaries run on purpose, does judge it, and the
+	// operator is told a copy's code ran.
+	out, stderr, _ := run(t, "check", "--root", h.Root, "--exec", "local")
+	if !ran() {
 		t.Fatal("--exec local did not run the kubelet")
 	}
 	if !strings.Contains(out, "KubeletRemovedFlag") {
 		t.Errorf("with the kubelet's version the removed flag is found:\n%s", out)
+	}
+	if !strings.Contains(stderr, "warning: --exec local runs the binaries of "+h.Root) {
+		t.Errorf("--exec local on a copy: stderr %q, want the warning", stderr)
 	}
 }
 

@@ -51,6 +51,7 @@ func runCollect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Int64Var(&maxBytes, "max-bytes", bundle.DefaultMaxBytes, "bound on the bundle's uncompressed contents; files beyond it are listed as skipped")
 	fs.Int64Var(&maxFile, "max-file-bytes", bundle.DefaultMaxFileBytes, "the most of one file copied (a log's newest part)")
 	checkFlags(fs, &o)
+	o.warn = stderr
 	o.output = "json"
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

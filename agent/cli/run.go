@@ -73,6 +73,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	c := &o.check
+	c.warn = stderr
 	// The flags of check that make sense for a long-running agent; not
 	// --output (reports go to the collector) nor --now (each check judges
 	// as of its own time).
@@ -81,7 +82,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.since, "since", "", "judge log lines from this DURATION before each check (2h); default: the last boot")
 	fs.StringVar(&c.expect, "expect-version", "", "the Kubernetes version the Machine expects (v1.32.0)")
 	fs.StringVar(&c.role, "role", "", "what the node is meant to be: control-plane or worker (default: inferred from what kubeadm left on the node)")
-	fs.StringVar(&c.exec, "exec", "local", "how host binaries are asked their version: local (run them under --root) or none (never run anything)")
+	fs.StringVar(&c.exec, "exec", execAuto, execFlagHelp)
 	fs.StringVar(&c.nodeName, "node-name", "", "the node's name in reports (default: NODE_NAME, else the host's name under --root)")
 	fs.StringVar(&c.rulesDir, "rules-dir", "", "load log signatures from this directory instead of the embedded ones")
 	fs.BoolVar(&c.offline, "offline", false, "never touch the network but the collector: skip registry reachability")

@@ -99,7 +99,7 @@ func BenchmarkFullCheck(b *testing.B) {
 	var maxRSS int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		measure(b, []string{benchBin, "check", "--root", benchRoot, "--output", "json"}, &maxRSS)
+		measure(b, []string{benchBin, "check", "--root", benchRoot, "--exec", "local", "--output", "json"}, &maxRSS)
 	}
 	b.StopTimer()
 	fi, err := os.Stat(benchBin)
