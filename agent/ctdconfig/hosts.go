@@ -9,6 +9,11 @@ import (
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
+// CapabilityReferrers is the hosts.toml capability containerd 2.2 added
+// (an endpoint that serves the OCI referrers API); earlier releases refuse
+// it as an unknown capability and ignore the whole file.
+const CapabilityReferrers = "referrers"
+
 // ErrInvalidHostTree is the error containerd 1.6 and 1.7 (before 1.7.32)
 // log for a hosts.toml without a [host."..."] table ("failed to decode
 // hosts.toml" error="invalid `host` tree"), after which they ignore the file
@@ -130,7 +135,9 @@ func endpoint(d *doc, at []string, registry, raw, kind string, urlLine *nodediag
 		for _, c := range arr {
 			s, isStr := c.(string)
 			switch strings.ToLower(s) {
-			case "pull", "resolve", "push":
+			// referrers: containerd 2.2 and later (the rules judge it
+			// against the running containerd's version).
+			case "pull", "resolve", "push", CapabilityReferrers:
 			default:
 				if isStr {
 					fail(line("capabilities"), "unknown capability %v", s)

@@ -112,6 +112,16 @@ func TestParseHosts(t *testing.T) {
 			},
 		},
 		{
+			// Valid since containerd 2.2: the rules judge the version.
+			name: "the referrers capability",
+			src:  "[host.\"https://m\"]\n  capabilities = [\"pull\", \"resolve\", \"referrers\"]\n",
+			want: &nodediagv1.HostsFile{
+				Endpoints: []*nodediagv1.RegistryEndpoint{
+					{Url: "https://m", Line: h(1, "[host.\"https://m\"]"), Kind: "host", Capabilities: []string{"pull", "resolve", "referrers"}},
+				},
+			},
+		},
+		{
 			name: "capabilities as a string",
 			src:  "[host.\"https://m\"]\ncapabilities = \"pull\"\n",
 			want: &nodediagv1.HostsFile{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -293,6 +294,9 @@ func containerdRegistryEndpoints(in *Input) []*nodediagv1.Finding {
 			for _, ep := range hf.GetEndpoints() {
 				if why := judgeEndpoint(hostsEntry, ep.GetUrl()); why != "" {
 					add(fmt.Sprintf("%s %q in %s: %s", ep.GetKind(), ep.GetUrl(), hf.GetPath(), why), QuoteLine(ep.GetLine()))
+				}
+				if v := containerdVersion(in); v != nil && v.LessThan(version.MustParseGeneric("2.2.0")) && slices.ContainsFunc(ep.GetCapabilities(), func(c string) bool { return strings.EqualFold(c, ctdconfig.CapabilityReferrers) }) {
+					add(fmt.Sprintf("capability %q of %s in %s: containerd %s knows it only from 2.2, refuses it (\"unknown capability referrers\") and ignores the whole file", ctdconfig.CapabilityReferrers, ep.GetUrl(), hf.GetPath(), v), QuoteLine(ep.GetLine()))
 				}
 			}
 		}

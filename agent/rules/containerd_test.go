@@ -295,6 +295,33 @@ func TestContainerdRules(t *testing.T) {
 			}), binaries: []*nodediagv1.Binary{ctBinary("containerd", "v1.7.32")}},
 		},
 		{
+			name: "the referrers capability on containerd 2.2: valid",
+			ev: ctEvidence{containerd: ctConfig(func(c *nodediagv1.Containerd) {
+				configPath(c)
+				c.HostsFiles = []*nodediagv1.HostsFile{hostsFile("docker.io", "", nil,
+					&nodediagv1.RegistryEndpoint{Url: "https://mirror.internal", Kind: "host", Capabilities: []string{"pull", "resolve", "referrers"}, Line: hostLine("docker.io", 1, `[host."https://mirror.internal"]`)})}
+			}), binaries: []*nodediagv1.Binary{ctBinary("containerd", "v2.2.0")}},
+		},
+		{
+			name: "the referrers capability with containerd's version unknown: not judged",
+			ev: ctEvidence{containerd: ctConfig(func(c *nodediagv1.Containerd) {
+				configPath(c)
+				c.HostsFiles = []*nodediagv1.HostsFile{hostsFile("docker.io", "", nil,
+					&nodediagv1.RegistryEndpoint{Url: "https://mirror.internal", Kind: "host", Capabilities: []string{"pull", "resolve", "referrers"}, Line: hostLine("docker.io", 1, `[host."https://mirror.internal"]`)})}
+			})},
+		},
+		{
+			name: "the referrers capability on containerd 1.7: the file is ignored",
+			ev: ctEvidence{containerd: ctConfig(func(c *nodediagv1.Containerd) {
+				configPath(c)
+				c.HostsFiles = []*nodediagv1.HostsFile{hostsFile("docker.io", "", nil,
+					&nodediagv1.RegistryEndpoint{Url: "https://mirror.internal", Kind: "host", Capabilities: []string{"pull", "resolve", "referrers"}, Line: hostLine("docker.io", 1, `[host."https://mirror.internal"]`)})}
+			}), binaries: []*nodediagv1.Binary{ctBinary("containerd", "v1.7.27")}},
+			want: []utGot{{ID: "RegistryEndpointInvalid", Confidence: High,
+				Title:  `a registry or mirror endpoint is malformed: capability "referrers" of https://mirror.internal in /etc/containerd/certs.d/docker.io/hosts.toml: containerd 1.7.27 knows it only from 2.2, refuses it ("unknown capability referrers") and ignores the whole file`,
+				Quotes: []string{`/etc/containerd/certs.d/docker.io/hosts.toml: [host."https://mirror.internal"]`}}},
+		},
+		{
 			name: "cgroup drivers: kubelet systemd, containerd without SystemdCgroup (cgroupfs)",
 			ev:   ctEvidence{containerd: ctConfig(nil), kubelet: ctKubeletConfig("systemd", 7)},
 			want: []utGot{{ID: "KubeletCgroupDriverMismatch", Confidence: High, Title: "kubelet and the runtime disagree on the cgroup driver",
