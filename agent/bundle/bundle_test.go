@@ -403,3 +403,38 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// A hostile bundle is read within budgets and says what it left: members
+// past the kept budget are ignored, a stream that decompresses past its
+// budget (a gzip bomb) stops there, and the report read before either is
+// still judged.
+func TestReadBudgets(t *testing.T) {
+	h := secretHost(t)
+	r := checkHost(t, h)
+	rep, _ := report.MarshalJSON(r)
+	zeros := string(make([]byte, 60<<20))
+	// Three members of 60 MiB of zeros: the third would pass the 128 MiB
+	// kept budget.
+	big := rawBundle(t, [][2]string{{ReportName, string(rep)}, {"files/var/log/a", zeros}, {"files/var/log/b", zeros}, {"files/var/log/c", zeros}})
+	b, err := Read(bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Files["/var/log/c"]; ok || len(b.Files["/var/log/a"]) != 60<<20 {
+		t.Errorf("files %d/%d/%d bytes, want a and b read, c ignored", len(b.Files["/var/log/a"]), len(b.Files["/var/log/b"]), len(b.Files["/var/log/c"]))
+	}
+	if !strings.Contains(strings.Join(b.Problems, "\n"), `member "files/var/log/c" ignored: with it the members read would pass`) {
+		t.Errorf("problems %q, want the third member named", b.Problems)
+	}
+	// The same bundle under a stream budget of 100 MiB: reading stops in
+	// the second member; the report read first is judged.
+	defer func(v int64) { streamBudget = v }(streamBudget)
+	streamBudget = 100 << 20
+	b, err = Read(bytes.NewReader(big))
+	if err != nil || b.Report == nil || ids(b.Report) != ids(r) {
+		t.Fatalf("report not read (%v), want it read", err)
+	}
+	if !strings.Contains(strings.Join(b.Problems, "\n"), "the reading budget") {
+		t.Errorf("problems %q, want the stream budget said", b.Problems)
+	}
+}

@@ -34,9 +34,46 @@ type Bundle struct {
 	Problems []string
 }
 
-// MaxMemberBytes bounds one member as read (a report with its evidence is a
-// few MiB; a member larger than this is not of a bundle this agent wrote).
-const MaxMemberBytes = 256 << 20
+// Reading budgets: a bundle is untrusted input, and analyze must stay small
+// whatever it is given (a gzip bomb, a million empty members).
+const (
+	// MaxMemberBytes bounds one member as read (a report with its evidence
+	// is a few MiB; a member larger than this is not of a bundle this agent
+	// wrote).
+	MaxMemberBytes = 64 << 20
+	// MaxKeptBytes bounds the members kept in memory, together: the report
+	// and the files (collect's --max-bytes is 64 MiB by default).
+	MaxKeptBytes = 128 << 20
+	// MaxStreamBytes bounds the decompressed stream as a whole, the members
+	// skipped and whatever follows the last one included.
+	MaxStreamBytes = 1 << 30
+	// MaxMembers bounds the tar's members.
+	MaxMembers = 100_000
+)
+
+// streamBudget is MaxStreamBytes; tests lower it.
+var streamBudget int64 = MaxStreamBytes
+
+// errStreamBudget ends a stream that decompresses past streamBudget.
+var errStreamBudget = errors.New("it decompresses to more than the reading budget")
+
+// budgetReader fails once more than left bytes were read.
+type budgetReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errStreamBudget
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
 
 // ErrNotBundle is returned (wrapped) for input that is not a bundle at all:
 // not gzip, not an age file, not a tar.
@@ -73,12 +110,18 @@ func Read(r io.Reader, identities ...age.Identity) (*Bundle, error) {
 	}
 	b := &Bundle{Files: map[string][]byte{}}
 	data := map[string][]byte{}
-	tr := tar.NewReader(zr)
+	stream := &budgetReader{r: zr, left: streamBudget}
+	tr := tar.NewReader(stream)
 	var reportBytes []byte
+	var kept int64
 	n := 0
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			break
+		}
+		if errors.Is(err, errStreamBudget) {
+			b.Problems = append(b.Problems, fmt.Sprintf("reading stopped after %d members: %v (%d bytes)", n, err, streamBudget))
 			break
 		}
 		if err != nil {
@@ -89,6 +132,10 @@ func Read(r io.Reader, identities ...age.Identity) (*Bundle, error) {
 			break
 		}
 		n++
+		if n > MaxMembers {
+			b.Problems = append(b.Problems, fmt.Sprintf("reading stopped: more than %d members", MaxMembers))
+			break
+		}
 		name, ok := memberName(hdr.Name)
 		switch {
 		case !ok:
@@ -100,12 +147,20 @@ func Read(r io.Reader, identities ...age.Identity) (*Bundle, error) {
 		case hdr.Size > MaxMemberBytes:
 			b.Problems = append(b.Problems, fmt.Sprintf("member %q ignored: %d bytes, more than %d", hdr.Name, hdr.Size, MaxMemberBytes))
 			continue
+		case kept+hdr.Size > MaxKeptBytes:
+			b.Problems = append(b.Problems, fmt.Sprintf("member %q ignored: with it the members read would pass %d bytes, the reading budget", hdr.Name, MaxKeptBytes))
+			continue
 		}
 		body, err := io.ReadAll(io.LimitReader(tr, MaxMemberBytes))
+		if errors.Is(err, errStreamBudget) {
+			b.Problems = append(b.Problems, fmt.Sprintf("member %q is not read whole: %v (%d bytes)", name, err, streamBudget))
+			break
+		}
 		if err != nil {
 			b.Problems = append(b.Problems, fmt.Sprintf("member %q is cut short (%v): the bundle ends there", name, err))
 			break
 		}
+		kept += int64(len(body))
 		data[name] = body
 		switch {
 		case name == ManifestName:
@@ -121,8 +176,12 @@ func Read(r io.Reader, identities ...age.Identity) (*Bundle, error) {
 			b.Files["/"+strings.TrimPrefix(name, FilesDir)] = body
 		}
 	}
-	if _, err := io.Copy(io.Discard, zr); err != nil && len(b.Problems) == 0 {
-		b.Problems = append(b.Problems, fmt.Sprintf("the compressed stream is damaged after the last member (%v)", err))
+	if _, err := io.Copy(io.Discard, stream); err != nil && len(b.Problems) == 0 {
+		if errors.Is(err, errStreamBudget) {
+			b.Problems = append(b.Problems, fmt.Sprintf("what follows the last member was not read: %v (%d bytes)", err, streamBudget))
+		} else {
+			b.Problems = append(b.Problems, fmt.Sprintf("the compressed stream is damaged after the last member (%v)", err))
+		}
 	}
 	b.checkManifest(data)
 	if reportBytes == nil {

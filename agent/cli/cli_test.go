@@ -120,6 +120,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"check", "--rules-dir", filepath.Join(root, "etc"), "--root", root},
 		{"check", "--bogus-flag"},
 		{"check", "--timeout", "0s", "--root", root},
+		// A bundle analyze would read only in part is not made.
+		{"collect", "--root", root, "--bundle", filepath.Join(t.TempDir(), "b.tar.gz"), "--max-bytes", "200000000"},
 	} {
 		if _, _, code := run(t, args...); code != ExitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, ExitUsage)

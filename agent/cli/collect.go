@@ -70,6 +70,10 @@ func runCollect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail("--bundle FILE is required")
 	case maxBytes <= 0 || maxFile <= 0:
 		return fail("--max-bytes and --max-file-bytes must be positive")
+	case maxBytes > bundle.MaxKeptBytes/2 || maxFile > bundle.MaxMemberBytes:
+		// analyze keeps at most MaxKeptBytes of a bundle's members, the
+		// report among them: a bundle it would read in part is not made.
+		return fail("--max-bytes is at most %d and --max-file-bytes at most %d: nodediag analyze reads at most %d bytes of a bundle, its report included", bundle.MaxKeptBytes/2, bundle.MaxMemberBytes, bundle.MaxKeptBytes)
 	}
 	var rs []age.Recipient
 	for _, s := range recipients {
