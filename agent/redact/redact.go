@@ -283,10 +283,17 @@ func round(s string) string {
 // keys. protojson and proto.Marshal refuse invalid UTF-8, and a node's files
 // hold whatever bytes they hold: invalid sequences become U+FFFD.
 func Message(m proto.Message) {
+	Strings(m, clean)
+}
+
+// Strings replaces every string of m, and every string map key, by f of it,
+// in place: Message redacts through it, and untrusted reports are clipped
+// through it before they reach a terminal or a page.
+func Strings(m proto.Message, f func(string) string) {
 	if m == nil {
 		return
 	}
-	walk(m.ProtoReflect())
+	walk(m.ProtoReflect(), f)
 }
 
 // clean is what Message does to one string.
@@ -294,7 +301,7 @@ func clean(s string) string {
 	return String(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
-func walk(m protoreflect.Message) {
+func walk(m protoreflect.Message, clean func(string) string) {
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch {
 		case fd.IsList():
@@ -308,11 +315,11 @@ func walk(m protoreflect.Message) {
 						}
 					}
 				case protoreflect.MessageKind, protoreflect.GroupKind:
-					walk(l.Get(i).Message())
+					walk(l.Get(i).Message(), clean)
 				}
 			}
 		case fd.IsMap():
-			walkMap(fd, v.Map())
+			walkMap(fd, v.Map(), clean)
 		case fd.Kind() == protoreflect.StringKind:
 			if s := v.String(); s != "" {
 				if c := clean(s); c != s {
@@ -320,7 +327,7 @@ func walk(m protoreflect.Message) {
 				}
 			}
 		case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
-			walk(v.Message())
+			walk(v.Message(), clean)
 		}
 		return true
 	})
@@ -330,7 +337,7 @@ func walk(m protoreflect.Message) {
 // after the walk (a map must not change while it is ranged over); a key that
 // changes is moved. Two keys that clean to the same text keep the value of
 // the later in range order.
-func walkMap(fd protoreflect.FieldDescriptor, mp protoreflect.Map) {
+func walkMap(fd protoreflect.FieldDescriptor, mp protoreflect.Map, clean func(string) string) {
 	type entry struct {
 		old, key protoreflect.MapKey
 		moved    bool
@@ -348,7 +355,7 @@ func walkMap(fd protoreflect.FieldDescriptor, mp protoreflect.Map) {
 				}
 			}
 		case protoreflect.MessageKind, protoreflect.GroupKind:
-			walk(mv.Message()) // in place: the entry itself does not change
+			walk(mv.Message(), clean) // in place: the entry itself does not change
 		}
 		if stringKeys {
 			if s := k.String(); s != "" {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"filippo.io/age"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/host"
+	"github.com/nodediag/nodediag/agent/redact"
 	"github.com/nodediag/nodediag/agent/rules"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -100,6 +102,7 @@ func Read(ctx context.Context, path string, o Options) (*Loaded, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		clipUntrusted(b.Report)
 		return &Loaded{Path: path, Kind: KindBundle, Report: b.Report, Problems: b.Problems}, nil
 	}
 	b, err := io.ReadAll(br)
@@ -113,7 +116,30 @@ func Read(ctx context.Context, path string, o Options) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	clipUntrusted(r)
 	return &Loaded{Path: path, Kind: KindReport, Report: r}, nil
+}
+
+// MaxUntrustedString bounds every string of a report read from a file
+// (a bundle, a JSON report): what another machine wrote reaches a terminal
+// or a page only clipped. It is above every bound the agent puts on its own
+// strings (a kept log line is clipped at 4 KiB), so an honest agent's
+// report is never changed by it.
+const MaxUntrustedString = 16 << 10
+
+// clipUntrusted clips every string of r at MaxUntrustedString bytes (on a
+// rune boundary), saying how much was cut.
+func clipUntrusted(r *nodediagv1.Report) {
+	redact.Strings(r, func(s string) string {
+		if len(s) <= MaxUntrustedString {
+			return s
+		}
+		cut := MaxUntrustedString
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + fmt.Sprintf("…[%d bytes clipped]", len(s)-cut)
+	})
 }
 
 // Rejudge judges a report's evidence again with this nodediag's rules (the

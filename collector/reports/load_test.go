@@ -102,3 +102,40 @@ func TestLoad(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// A report from another machine reaches a terminal or a page only with its
+// strings clipped: a 1 MiB node name is cut to MaxUntrustedString, and an
+// honest agent's report is left as it is.
+func TestLoadClipsUntrustedStrings(t *testing.T) {
+	js := checkJSON(t, "swap-enabled")
+	var r nodediagv1.Report
+	if err := protojson.Unmarshal(js, &r); err != nil {
+		t.Fatal(err)
+	}
+	honest, err := Load(context.Background(), writeFile(t, "honest.json", js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if honest.GetHost().GetNodeName() != r.GetHost().GetNodeName() || len(honest.GetFindings()) != len(r.GetFindings()) {
+		t.Errorf("an honest report changed: node %q, %d findings", honest.GetHost().GetNodeName(), len(honest.GetFindings()))
+	}
+	r.Host.NodeName = string(bytes.Repeat([]byte("n"), 1<<20))
+	huge, _ := protojson.Marshal(&r)
+	got, err := Load(context.Background(), writeFile(t, "huge.json", huge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := got.GetHost().GetNodeName()
+	if len(name) > MaxUntrustedString+64 || !bytes.Contains([]byte(name), []byte("bytes clipped]")) {
+		t.Errorf("node name of %d bytes (%.40q...), want it clipped at %d", len(name), name, MaxUntrustedString)
+	}
+}
+
+func writeFile(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
