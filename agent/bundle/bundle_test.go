@@ -438,3 +438,40 @@ func TestReadBudgets(t *testing.T) {
 		t.Errorf("problems %q, want the stream budget said", b.Problems)
 	}
 }
+
+// A host file whose name is not UTF-8 is named alike in the manifest (JSON,
+// UTF-8 only) and in the tar: the agent's own bundle reads back whole.
+func TestNonUTF8NamesRoundTrip(t *testing.T) {
+	h := secretHost(t)
+	odd := "etc/kubernetes/manifests/etcd-\xff\xfe%.yaml"
+	if err := os.WriteFile(filepath.Join(h.Root, odd), []byte("apiVersion: v1\nkind: Pod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := checkHost(t, h)
+	bb, m := write(t, h, r, Options{})
+	var listed bool
+	for _, mb := range m.Members {
+		listed = listed || mb.Source == "/etc/kubernetes/manifests/etcd-%FF%FE%25.yaml"
+	}
+	if !listed {
+		t.Fatalf("manifest members %v, want the file named with its bytes escaped", m.Members)
+	}
+	b, err := Read(bytes.NewReader(bb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Problems) != 0 {
+		t.Errorf("the agent's own bundle has problems: %q", b.Problems)
+	}
+	if string(b.Files["/etc/kubernetes/manifests/etcd-%FF%FE%25.yaml"]) != "apiVersion: v1\nkind: Pod\n" {
+		t.Errorf("files %v, want the escaped name's content", keys(b.Files))
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -119,22 +119,22 @@ func Write(w io.Writer, h *host.Host, r *nodediagv1.Report, o Options) (*Manifes
 	total := int64(len(rep))
 	for _, src := range candidates(h, r) {
 		if why := withheld(src); why != "" {
-			m.Withheld = append(m.Withheld, Problem{Source: src, Reason: why})
+			m.Withheld = append(m.Withheld, Problem{Source: escapePath(src), Reason: why})
 			continue
 		}
 		mb, skip, err := readMember(h, src, o.MaxFileBytes)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			m.Skipped = append(m.Skipped, Problem{Source: src, Reason: "does not exist (a finding may quote its absence)"})
+			m.Skipped = append(m.Skipped, Problem{Source: escapePath(src), Reason: "does not exist (a finding may quote its absence)"})
 			continue
 		case err != nil:
-			m.Unreadable = append(m.Unreadable, Problem{Source: src, Reason: err.Error()})
+			m.Unreadable = append(m.Unreadable, Problem{Source: escapePath(src), Reason: err.Error()})
 			continue
 		case skip != "":
-			m.Skipped = append(m.Skipped, Problem{Source: src, Reason: skip})
+			m.Skipped = append(m.Skipped, Problem{Source: escapePath(src), Reason: skip})
 			continue
 		case total+int64(len(mb.data)) > o.MaxBytes:
-			m.Skipped = append(m.Skipped, Problem{Source: src, Reason: fmt.Sprintf("the bundle's size bound (%d bytes; --max-bytes)", o.MaxBytes)})
+			m.Skipped = append(m.Skipped, Problem{Source: escapePath(src), Reason: fmt.Sprintf("the bundle's size bound (%d bytes; --max-bytes)", o.MaxBytes)})
 			continue
 		}
 		total += int64(len(mb.data))
@@ -218,6 +218,29 @@ func candidates(h *host.Host, r *nodediagv1.Report) []string {
 	return out
 }
 
+// escapePath is a host path as a bundle names it: the bytes that are not
+// UTF-8 as %XX, and "%" as %25, so that the manifest (JSON, UTF-8 only)
+// and the tar name the member alike and no two paths meet.
+func escapePath(p string) string {
+	if utf8.ValidString(p) && !strings.Contains(p, "%") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRuneInString(p[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "%%%02X", p[i])
+		case r == '%':
+			b.WriteString("%25")
+		default:
+			b.WriteString(p[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
 // readMember reads one host file for the bundle: its tail when larger than
 // max, refused when binary, redacted line by line.
 func readMember(h *host.Host, src string, max int64) (member, string, error) {
@@ -226,7 +249,8 @@ func readMember(h *host.Host, src string, max int64) (member, string, error) {
 		return member{}, "", err
 	}
 	data := append(first, last...)
-	mb := member{Member: Member{Name: FilesDir + strings.TrimPrefix(src, "/"), Source: src}}
+	esc := escapePath(src)
+	mb := member{Member: Member{Name: FilesDir + strings.TrimPrefix(esc, "/"), Source: esc}}
 	if skipped > 0 {
 		mb.Truncated, mb.SourceSize = true, size
 		// Start at a line: the cut is in the middle of one.
