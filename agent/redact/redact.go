@@ -49,12 +49,14 @@ type rule struct {
 // --flag value forms (lower case; also the hints of those rules).
 var credentialWords = []string{"password", "passwd", "passphrase", "secret", "token", "api", "access", "credential"}
 
-// value is a credential value after its key and separator: a double-quoted
+// value is a credential value after its key and separator: a TOML or JSON
+// list (hosts.toml's header values: x-api-key = ["..."]), whole; a double-quoted
 // string escaped inside a klog/logrus value (\"…\"), a double- or
 // single-quoted string (to its closing quote, blanks included; a quote left
 // open runs to the end of the line, as when an excerpt cut it), or a bare
 // word (a backslash not before a quote is part of it).
-const value = `(?P<s>\\"(?:[^"\\\n]|\\[^"\n])+(?:\\"|(?m:$))` +
+const value = `(?P<s>\[[^\]\n]*(?:\]|(?m:$))` +
+	`|\\"(?:[^"\\\n]|\\[^"\n])+(?:\\"|(?m:$))` +
 	`|"(?:[^"\\\n]|\\.)+(?:"|(?m:$))` +
 	`|'[^'\n]+(?:'|(?m:$))` +
 	`|(?:[^\s"'}\\]|\\[^"'\n])+)`
@@ -89,7 +91,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`(?i)certificate[-_]?key\\?["']?\s*[:= ]\s*\\?["']?(?P<s>[0-9a-f]{32,})`),
 		hints: []string{"certificate"}},
 	// Authorization headers.
-	{re: regexp.MustCompile(`(?i)\bauthorization\\?["']?\s*[:=]\s*\\?["']?(?:bearer|basic)\s+(?P<s>[A-Za-z0-9._~+/=-]+)`),
+	{re: regexp.MustCompile(`(?i)\bauthorization\\?["']?\s*[:=]\s*\[?\s*\\?["']?(?:bearer|basic)\s+(?P<s>[A-Za-z0-9._~+/=-]+)`),
 		hints: []string{"authorization"}},
 	{re: regexp.MustCompile(`(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/=-]{16,})`), hints: []string{"bearer"}},
 	// Azure SAS signature and storage account keys.

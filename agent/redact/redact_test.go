@@ -21,6 +21,8 @@ var stringCases = []struct {
 	{"kubeadm join token keeps its public ID",
 		"kubeadm join 10.0.0.4:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:1a2b",
 		"kubeadm join 10.0.0.4:6443 --token [REDACTED] --discovery-token-ca-cert-hash sha256:1a2b"},
+	{"hosts.toml header as a TOML list", `  authorization = ["Basic dXNlcjpwYXNzd29yZA=="]`, `  authorization = ["Basic [REDACTED]"]`},
+	{"hosts.toml api key header as a TOML list", `  x-api-key = ["abcd1234efgh5678"]`, `  x-api-key = [REDACTED]`},
 	{"bare bootstrap token", `token ID "abcdef" in abcdef.0123456789abcdef`, `token ID "abcdef" in abcdef.[REDACTED]`},
 	{"yaml token", "  token: abcdef.0123456789abcdef", "  token: [REDACTED]"},
 	{"certificate key", "--certificate-key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "--certificate-key [REDACTED]"},
