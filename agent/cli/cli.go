@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nodediag/nodediag/agent/check"
@@ -189,9 +190,10 @@ func checkOnce(ctx context.Context, o checkOptions) (*nodediagv1.Report, error) 
 func (c *checker) execFor(h *host.Host) host.Runner {
 	switch c.o.exec {
 	case execLocal:
-		if !h.Live() && !c.warned && c.o.warn != nil {
-			c.warned = true
-			fmt.Fprintf(c.o.warn, "nodediag-agent: warning: --exec local runs the binaries of %s, which is not the live system (its /proc is no procfs): a copied or hostile root runs its code as this user; --exec auto or none never does\n", h.Root)
+		if !h.Live() && c.o.warn != nil {
+			c.warned.Do(func() {
+				fmt.Fprintf(c.o.warn, "nodediag-agent: warning: --exec local runs the binaries of %s, which is not the live system (its /proc is no procfs): a copied or hostile root runs its code as this user; --exec auto or none never does\n", h.Root)
+			})
 		}
 		return host.Local{}
 	case execAuto:
@@ -206,7 +208,7 @@ func (c *checker) execFor(h *host.Host) host.Runner {
 // calls it again and again.
 type checker struct {
 	o      checkOptions
-	warned bool // --exec local on a copy said
+	warned *sync.Once // --exec local on a copy said, once for all runs
 	rctx   rules.Context
 	probes []probe.Probe
 	engine *rules.Engine
@@ -216,7 +218,7 @@ func newChecker(o checkOptions) (*checker, error) {
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
 	}
-	c := &checker{o: o}
+	c := &checker{o: o, warned: &sync.Once{}}
 	switch o.exec {
 	case execAuto, execLocal, execNone:
 	default:
