@@ -95,7 +95,10 @@ var rules = []rule{
 		hints: []string{"authorization"}},
 	{re: regexp.MustCompile(`(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/=-]{16,})`), hints: []string{"bearer"}},
 	// Azure SAS signature and storage account keys.
-	{re: regexp.MustCompile(`(?i)[?&](?:sig|signature)=(?P<s>[^&\s"']+)`), hints: []string{"sig=", "signature="}},
+	// The separator may be JSON-escaped (\u0026) or URL-encoded (%26, and
+	// "=" as %3D) when the URL sits inside a JSON string or another URL; the
+	// value ends at the next separator, %26 included.
+	{re: regexp.MustCompile(`(?i)(?:[?&]|\\u0026|%26|%3F)(?:sig|signature)(?:=|%3D)(?P<s>(?:[^&\s"'\\%]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f]))+)`), hints: []string{"sig=", "signature=", "sig%3d", "signature%3d"}},
 	{re: regexp.MustCompile(`(?i)AccountKey=(?P<s>[^;\s"']+)`), hints: []string{"accountkey="}},
 	// user:password@ in URLs. The password may hold a "/" (the URL is then
 	// malformed, the secret no less real) unless what precedes the first
