@@ -59,16 +59,11 @@ var bootstrapRules = []Rule{
 // the bootstrap's output before cloud-init's report, then the report (the
 // signature's other lines join it).
 func bootstrapCommandCauseRule(in *Input) []*nodediagv1.Finding {
-	var fail *Match
-	for i, m := range in.m().claims {
-		if m.Sig.ID == BootstrapCommandFailed.ID && in.InWindow(m.Line.GetTime()) {
-			fail = &in.m().claims[i]
-			break
-		}
-	}
-	if fail == nil {
+	fails := in.Matched(BootstrapCommandFailed.ID)
+	if len(fails) == 0 {
 		return nil
 	}
+	fail := fails[0]
 	var quotes []*nodediagv1.Quote
 	for _, q := range in.FirstErrors(bootstrapLogKinds, bootstrapFirstErrors) {
 		// Before the report: above it in its file, or not later in time

@@ -518,30 +518,36 @@ func pickQuotes(ms []sigMatch, limit int) []int {
 	picked := map[int]bool{}
 	sources := map[string]bool{}
 	seen := map[string]bool{}
+	// Each line's template once: a persisting error has thousands of lines.
+	keys := make([]string, len(ms))
+	key := func(i int) string {
+		if keys[i] == "" {
+			keys[i] = messageTemplate(ms[i].line.GetText()) + "\x00"
+		}
+		return keys[i]
+	}
 	for i, m := range ms {
 		if len(picks) == limit {
 			break
 		}
 		// A source that repeats another's message (kern.log and the
 		// kernel's journal) adds nothing.
-		key := messageTemplate(m.line.GetText())
-		if src := m.src.GetSource(); !sources[src] && !seen[key] {
+		if src := m.src.GetSource(); !sources[src] && !seen[key(i)] {
 			sources[src] = true
-			seen[key] = true
+			seen[key(i)] = true
 			picks = append(picks, i)
 			picked[i] = true
 		}
 	}
-	for i, m := range ms {
+	for i := range ms {
 		if picked[i] {
 			continue
 		}
 		if len(picks) == limit {
 			break
 		}
-		key := messageTemplate(m.line.GetText())
-		if !seen[key] {
-			seen[key] = true
+		if k := key(i); !seen[k] {
+			seen[k] = true
 			picks = append(picks, i)
 			picked[i] = true
 		}

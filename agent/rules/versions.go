@@ -372,7 +372,7 @@ func ruleKubeletControlPlaneSkew(in *Input) []*nodediagv1.Finding {
 	if newerMinor(kl.v, cp.v) {
 		quotes := []*nodediagv1.Quote{kl.quote, cp.quote}
 		// kubeadm's own refusal, when its preflight met the two.
-		if ms := in.Matched("kubeadm-kubelet-version-refused"); len(ms) > 0 {
+		if ms := in.Matched(KubeadmPreflightKubeletVersion.ID); len(ms) > 0 {
 			quotes = append(quotes, ms[len(ms)-1].Quote())
 		}
 		return []*nodediagv1.Finding{skewConfidence(KubeletNewerThanControlPlane.Finding(
