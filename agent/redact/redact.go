@@ -13,8 +13,10 @@
 package redact
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -34,6 +36,10 @@ type rule struct {
 	// hints: the rule only runs on text containing one of these (lower
 	// case). Every report string passes here, so most must be cheap no-ops.
 	hints []string
+	// pre, when set, is a cheaper test than the pattern that every text
+	// the pattern matches passes (given the text in lower case): for a
+	// rule whose hints are in most lines.
+	pre func(lower string) bool
 	// repeat: the pattern consumes a delimiter on each side of the secret,
 	// so two secrets one character apart need a second pass.
 	repeat bool
@@ -47,7 +53,8 @@ type rule struct {
 
 // credentialWords are the words that name a credential in key=value and
 // --flag value forms (lower case; also the hints of those rules).
-var credentialWords = []string{"password", "passwd", "passphrase", "secret", "token", "api", "access", "credential"}
+var credentialWords = []string{"password", "passwd", "passphrase", "secret", "token", "credential", "dockercfg", "dockerconfigjson",
+	"apikey", "api-key", "api_key", "accesskey", "access-key", "access_key", "accountkey", "account-key", "account_key", "storagekey", "storage-key", "storage_key"}
 
 // value is a credential value after its key and separator: a TOML or JSON
 // list (hosts.toml's header values: x-api-key = ["..."]), whole; a double-quoted
@@ -79,13 +86,13 @@ var rules = []rule{
 	{re: regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)`),
 		repl: "-----BEGIN ${1}PRIVATE KEY${2}-----" + Mark + "-----END ${1}PRIVATE KEY${2}-----", hints: []string{"private key"}},
 	// Base64 key material in kubeconfigs and similar YAML.
-	{re: regexp.MustCompile(`(?i)(?:client-key-data|private-key|privateKey|key-data)\\?["']?\s*[:=]\s*\\?["']?(?P<s>[A-Za-z0-9+/=_-]{8,})`),
-		hints: []string{"key-data", "private-key", "privatekey"}},
+	{re: regexp.MustCompile(`(?i)(?:client-key-data|private[-_]?key|key-data)\\?["']?\s*[:=]\s*\\?["']?(?P<s>[A-Za-z0-9+/=_-]{8,})`),
+		hints: []string{"key-data", "private-key", "privatekey", "private_key"}},
 	// Kubernetes bootstrap tokens: [a-z0-9]{6}.[a-z0-9]{16}. The ID before
 	// the dot is public (it names the token in kubeadm token list). Not \b:
 	// "_" is a word character, and TOKEN_abcdef.0123456789abcdef is a token.
 	{re: regexp.MustCompile(`(?:^|[^a-z0-9])[a-z0-9]{6}\.(?P<s>[a-z0-9]{16})(?:[^a-z0-9]|$)`),
-		hints: []string{"."}, repeat: true},
+		hints: []string{"."}, pre: tokenShape, repeat: true},
 	// kubeadm --certificate-key / certificateKey: decrypts the uploaded
 	// control-plane certificates.
 	{re: regexp.MustCompile(`(?i)certificate[-_]?key\\?["']?\s*[:= ]\s*\\?["']?(?P<s>[0-9a-f]{32,})`),
@@ -106,7 +113,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:(?P<s>[^@\s/]*[^@\s/0-9][^@\s/]*/[^@\s]*|[^@\s/]+)@`),
 		hints: []string{"@"}},
 	// key=value, key: value, "key": "value" credentials, on one line.
-	{re: regexp.MustCompile(`(?i)\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|credentials?)` + keySep + value),
+	{re: regexp.MustCompile(`(?i)\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|account[-_]?key|storage[-_]?key|credentials?|dockerconfigjson|dockercfg)` + keySep + value),
 		hints: credentialWords, chain: true},
 	// PASS=, DB_PASS=, FOO_PWD= (environment and shell). The bare word pass
 	// needs "=" (prose and test output say "pass:" and "PASS:"), and a bare
@@ -125,11 +132,36 @@ var rules = []rule{
 		hints: []string{"-u", "--user", "--proxy-user"}},
 	// Registry logins with a short -p flag (docker, podman, nerdctl, helm,
 	// skopeo, oras login ... -p SECRET), shell or argv list.
-	{re: regexp.MustCompile(`(?i)\blogin\b[^\n]*?[\s'"]-p` + flagSep + flagValue), hints: []string{"login"}},
+	{re: regexp.MustCompile(`(?i)\b(?:login|sshpass)\b[^\n]*?[\s'"]-p` + flagSep + flagValue), hints: []string{"login", "sshpass"}},
 	// --flag value credentials (--token, --password, --client-secret,
 	// --db-pass), shell or argv list. --flag=value is a key=value.
-	{re: regexp.MustCompile(`(?i)--(?:[a-z0-9-]*(?:password|passwd|passphrase|secret|token|api-key|access-key)|(?:[a-z0-9-]*-)?pass|[a-z0-9-]*-pwd)(?:[ \t]+|["'],[ \t]*)` + flagValue),
-		hints: append([]string{"pass", "pwd"}, credentialWords...)},
+	{re: regexp.MustCompile(`(?i)--(?:[a-z0-9-]*(?:password|passwd|passphrase|secret|token|api-key|access-key|account-key|storage-key|creds)|(?:[a-z0-9-]*-)?pass|[a-z0-9-]*-pwd)(?:[ \t]+|["'],[ \t]*)` + flagValue),
+		hints: append([]string{"pass", "pwd", "creds"}, credentialWords...)},
+	// A credential set by a command or a config line with a blank between
+	// key and value: aws configure set aws_secret_access_key VALUE, redis'
+	// requirepass VALUE, an echo piped into a --password-stdin login,
+	// htpasswd -b FILE USER VALUE.
+	{re: regexp.MustCompile(`(?i)\b(?:configure\s+set\s+[a-z0-9_.]*(?:secret|password|token|key)[a-z0-9_.]*|requirepass|masterauth)[ \t]+` + flagValue),
+		hints: []string{"configure", "requirepass", "masterauth"}},
+	{re: regexp.MustCompile(`(?i)\becho\s+(?:-n\s+)?(?P<s>"[^"\n]+"|'[^'\n]+'|[^\s"'|]+)\s*\|[^|\n]*--password-stdin`), hints: []string{"password-stdin"}},
+	{re: regexp.MustCompile(`\bhtpasswd\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*b[A-Za-z]*\s+(?:-[A-Za-z]+\s+)*\S+\s+\S+\s+` + flagValue), hints: []string{"htpasswd"}},
+	// XML elements that hold a credential: <password>, <UserPassword>
+	// (Azure's ovf-env.xml), <AdminPassword>, <ClientSecret>.
+	{re: regexp.MustCompile(`(?i)<(?:[a-z0-9_:-]*(?:password|passwd|secret|token|accountkey|accesskey|apikey|privatekey))>(?P<s>[^<\n]+)</`),
+		hints: []string{"password>", "passwd>", "secret>", "token>", "key>"}},
+	// JSON Web Tokens (ServiceAccount tokens, OIDC id and access tokens),
+	// wherever they stand: the header and the payload both start with eyJ
+	// ('{"' in base64).
+	{re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`), hints: []string{"eyj"}},
+	// Tokens recognisable by their prefix (GitHub, GitLab, Slack, Vault,
+	// Google OAuth and API keys); the prefix stays, it says which token.
+	{re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_])(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hvs\.|ya29\.|AIza)(?P<s>[A-Za-z0-9_-]{16,})`),
+		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "hvs.", "ya29.", "aiza"}},
+	// Azure AD client secrets: three characters, a digit, "Q~", then 31
+	// to 34 more (the format of secrets made since 2021).
+	{re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_~.-])(?P<s>[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})`), hints: []string{"q~"}},
+	// A token as the whole user info of a URL (https://TOKEN@github.com/).
+	{re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://(?P<s>[A-Za-z0-9_-]{20,})@`), hints: []string{"@"}},
 }
 
 func init() {
@@ -238,7 +270,10 @@ func (k *KeyBlock) Line(line string) string {
 const maxRounds = 4
 
 // String returns s with every secret replaced by Mark. It is idempotent.
-func String(s string) string {
+func String(s string) string { return redact(s, 0) }
+
+// redact is String of a text found depth encodings deep (see nested).
+func redact(s string, depth int) string {
 	if s == "" {
 		return s
 	}
@@ -248,7 +283,7 @@ func String(s string) string {
 		return Mark
 	}
 	for range maxRounds {
-		r := round(s)
+		r := nested(round(s), depth)
 		if r == s {
 			break
 		}
@@ -262,7 +297,7 @@ func round(s string) string {
 	lower := strings.ToLower(s)
 	for i := range rules {
 		r := &rules[i]
-		if !containsAny(lower, r.hints) {
+		if !containsAny(lower, r.hints) || (r.pre != nil && !r.pre(lower)) {
 			continue
 		}
 		t := r.apply(s)
@@ -299,6 +334,46 @@ func Strings(m proto.Message, f func(string) string) {
 		return
 	}
 	walk(m.ProtoReflect(), f)
+}
+
+// MaxUntrusted is the longest string of a message from another machine
+// that reaches a terminal, a page or the collector's store (see Received).
+// It is above every bound the agent puts on its own strings (a kept log
+// line is clipped at 4 KiB), so an honest agent's report is never clipped.
+const MaxUntrusted = 16 << 10
+
+// Received makes a message that came from another machine (an agent's
+// upload, a report or bundle read from a file) safe to keep and show: every
+// string valid UTF-8, redacted, then clipped to maxString bytes on a rune
+// boundary with a note of how much was cut (0: no clipping). A string far
+// over maxString is cut before it is redacted, to a size that bounds the
+// work, and again after. It reports whether anything changed: an honest
+// agent's report, redacted already, comes out the same.
+func Received(m proto.Message, maxString int) (changed bool) {
+	Strings(m, func(s string) string {
+		c := s
+		if maxString > 0 && len(c) > 4*maxString {
+			c = clip(c, 4*maxString, len(s))
+		}
+		c = clean(c)
+		if maxString > 0 && len(c) > maxString {
+			c = clip(c, maxString, len(s))
+		}
+		if c != s {
+			changed = true
+		}
+		return c
+	})
+	return changed
+}
+
+// clip cuts s at n bytes, on a rune boundary, noting how many bytes of the
+// original, total bytes long, were cut.
+func clip(s string, n, total int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + fmt.Sprintf("…[%d bytes clipped]", total-n)
 }
 
 // clean is what Message does to one string.
@@ -382,6 +457,25 @@ func walkMap(fd protoreflect.FieldDescriptor, mp protoreflect.Map, clean func(st
 	for _, e := range changed {
 		mp.Set(e.key, e.val)
 	}
+}
+
+// tokenShape says whether s holds six letters or digits, a dot and sixteen
+// more: the shape of a bootstrap token, looked for without the regexp.
+func tokenShape(s string) bool {
+	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+	for i := 6; i+16 < len(s); i++ {
+		if s[i] != '.' {
+			continue
+		}
+		ok := true
+		for k := i - 6; k < i+17 && ok; k++ {
+			ok = k == i || alnum(s[k])
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 func containsAny(s string, subs []string) bool {

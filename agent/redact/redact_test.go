@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/nodediag/nodediag/agent/redact/redacttest"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -97,6 +98,21 @@ var stringCases = []struct {
 	{"pgp private key block", "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGYx\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----",
 		"-----BEGIN PGP PRIVATE KEY BLOCK-----[REDACTED]-----END PGP PRIVATE KEY BLOCK-----"},
 	{"pgp private key cut", "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGYx", "-----BEGIN PGP PRIVATE KEY BLOCK-----[REDACTED]-----END PGP PRIVATE KEY BLOCK-----"},
+	// Shapes issue 15 found leaking.
+	{"azure --account-key", "+ az storage blob upload --account-key bXlTdG9yYWdlS2V5MTIzNDU2Nzg5MA== -c logs", "+ az storage blob upload --account-key [REDACTED] -c logs"},
+	{"azure storageAccountKey", `"storageAccountKey": "bXlTdG9yYWdlS2V5"`, `"storageAccountKey": "[REDACTED]"`},
+	{"AZURE_STORAGE_KEY", "AZURE_STORAGE_KEY=bXlTdG9yYWdlS2V5", "AZURE_STORAGE_KEY=[REDACTED]"},
+	{"bare JWT", "projected token eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJpc3MiOiJrdWJlcm5ldGVzIn0.c2lnbmF0dXJl rejected", "projected token [REDACTED] rejected"},
+	{".dockerconfigjson", "  .dockerconfigjson: eyJhdXRocyI6eyJyZWcuaW8iOnsiYXV0aCI6IllXUnRhVzQ2U0hWdWRHVnlNZz09In19fQ==", "  .dockerconfigjson: [REDACTED]"},
+	{"aws configure set", "+ aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "+ aws configure set aws_secret_access_key [REDACTED]"},
+	{"sshpass -p", "+ sshpass -p 'Hunter2ssh' ssh capi@10.0.0.4", "+ sshpass -p '[REDACTED]' ssh capi@10.0.0.4"},
+	{"XML password", "<UserPassword>Hunter2xml</UserPassword>", "<UserPassword>[REDACTED]</UserPassword>"},
+	{"token as the user of a URL", "git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/org/repo.git", "git clone https://ghp_[REDACTED]@github.com/org/repo.git"},
+	{"JSON private_key", `"private_key": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"`, `"private_key": "[REDACTED]"`},
+	{"password URL-encoded in a query", "GET https://proxy.example/r?line=registry_password%3D%22Hunter2url%22 failed", "GET https://proxy.example/r?line=registry_password%3D%22%5BREDACTED%5D%22 failed"},
+	{"password in base64", "echo cmVnaXN0cnlfcGFzc3dvcmQgPSAiSHVudGVyMmJhc2U2NCI= | base64 -d", "echo [REDACTED] | base64 -d"},
+	{"XML JSON-escaped", `{"msg":"\u003cpassword\u003eHunter2xml\u003c/password\u003e"}`, `{"msg":"\u003cpassword\u003e[REDACTED]\u003c/password\u003e"}`},
+	{"a certificate in base64 is evidence", "certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=", "certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM="},
 	// What must survive: diagnosis needs it.
 	{"go error chain", "error downloading certs: error downloading the secret: etcdserver: leader changed", "error downloading certs: error downloading the secret: etcdserver: leader changed"},
 	{"go error chain, then a secret", "get token: failed: password: Hunter2", "get token: failed: password: [REDACTED]"},
@@ -149,7 +165,13 @@ func TestString(t *testing.T) {
 // TestHintsAreSound: a rule skipped for lack of a hint must be a rule that
 // would not have matched.
 func TestHintsAreSound(t *testing.T) {
-	for _, tt := range stringCases {
+	cases := stringCases
+	for _, sh := range redacttest.Shapes() {
+		for _, f := range redacttest.Forms {
+			cases = append(cases, struct{ name, in, want string }{sh.String() + " " + f.String(), f.In(sh.Text), ""})
+		}
+	}
+	for _, tt := range cases {
 		for _, in := range []string{tt.in, strings.ToUpper(tt.in)} {
 			lower := strings.ToLower(in)
 			for _, r := range rules {
@@ -158,6 +180,9 @@ func TestHintsAreSound(t *testing.T) {
 				}
 				if !containsAny(lower, r.hints) && r.apply(in) != in {
 					t.Errorf("%s: rule %s matches %q, which holds none of its hints %q", tt.name, r.re, in, r.hints)
+				}
+				if r.pre != nil && !r.pre(lower) && r.apply(in) != in {
+					t.Errorf("%s: rule %s matches %q, which its pre-test refuses", tt.name, r.re, in)
 				}
 			}
 		}
