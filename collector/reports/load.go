@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"filippo.io/age"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -122,25 +121,12 @@ func Read(ctx context.Context, path string, o Options) (*Loaded, error) {
 
 // MaxUntrustedString bounds every string of a report read from a file
 // (a bundle, a JSON report): what another machine wrote reaches a terminal
-// or a page only clipped. It is above every bound the agent puts on its own
-// strings (a kept log line is clipped at 4 KiB), so an honest agent's
-// report is never changed by it.
-const MaxUntrustedString = 16 << 10
+// or a page only redacted and clipped (redact.Received).
+const MaxUntrustedString = redact.MaxUntrusted
 
-// clipUntrusted clips every string of r at MaxUntrustedString bytes (on a
-// rune boundary), saying how much was cut.
-func clipUntrusted(r *nodediagv1.Report) {
-	redact.Strings(r, func(s string) string {
-		if len(s) <= MaxUntrustedString {
-			return s
-		}
-		cut := MaxUntrustedString
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return s[:cut] + fmt.Sprintf("…[%d bytes clipped]", len(s)-cut)
-	})
-}
+// clipUntrusted redacts every string of r and clips it at
+// MaxUntrustedString bytes (on a rune boundary), saying how much was cut.
+func clipUntrusted(r *nodediagv1.Report) { redact.Received(r, MaxUntrustedString) }
 
 // Rejudge judges a report's evidence again with this nodediag's rules (the
 // agent's own engine), in the report's own window: a bundle or a report

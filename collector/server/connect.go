@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodediag/nodediag/agent/redact"
 	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/store"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
@@ -295,6 +296,17 @@ func (s *Server) summarize(ss *session, u *nodediagv1.UploadRaw, now time.Time) 
 	r := &nodediagv1.Report{}
 	if err := proto.Unmarshal(u.Report, r); err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "upload %d: malformed report: %v", u.Seq, err)
+	}
+	// An agent redacts what it sends; one that did not (an old agent,
+	// a hostile one) has its report redacted and clipped here, before
+	// anything keeps or shows it. An honest report is stored as sent.
+	if redact.Received(r, redact.MaxUntrusted) {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			return nil, nil, status.Errorf(codes.InvalidArgument, "upload %d: re-encoding the redacted report: %v", u.Seq, err)
+		}
+		u.Report = b
+		s.metrics.redacted.Inc()
 	}
 	return Summarize(ss.hello, r, now), findingCounts(r), nil
 }

@@ -567,3 +567,52 @@ func TestForgetDisconnectedNodes(t *testing.T) {
 		t.Errorf("findings{node.swap,warning} = %v after forgetting node-gone, want 1 (node-here's)", got)
 	}
 }
+
+// TestUploadRedactedBeforeStored: a report that arrives carrying secrets,
+// or a huge string (an old or hostile agent) is stored
+// redacted and clipped, and counted; an honest report is stored as sent.
+// (Invalid UTF-8 cannot be sent through the generated client: Received
+// makes it valid, see agent/redact.)
+func TestUploadRedactedBeforeStored(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	a, _ := connectAgent(t, h.conn, "node-1")
+	honest := report("node-1", "", finding("KubeletRemovedFlag", "kubelet.flag-removed", "error"))
+	a.expectAck(t, a.upload(t, honest, "connect"))
+	if got := metricValue(t, h.srv.metrics.redacted); got != 0 {
+		t.Errorf("reports_redacted_total = %v after an honest report, want 0", got)
+	}
+
+	f := finding("JoinFailed", "kubeadm.join-failed", "error")
+	f.Evidence = []*nodediagv1.Quote{
+		{Source: "/var/log/cloud-init-output.log", Excerpt: "+ kubeadm join 10.0.0.4:6443 --token abcdef.0123456789abcdef"},
+		{Source: "/etc/azure.json", Excerpt: `"aadClientSecret": "Hunter2azure~secret"`},
+		{Source: "/var/log/syslog", Excerpt: strings.Repeat("x", 100<<10)},
+	}
+	hostile := report("node-1", "", f)
+	a.expectAck(t, a.upload(t, hostile, "check"))
+	rec, err := h.store.Latest(context.Background(), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := prototext(rec.Report)
+	for _, secret := range []string{"0123456789abcdef", "Hunter2azure"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("the stored report holds %q", secret)
+		}
+	}
+	ev := rec.Report.GetFindings()[0].GetEvidence()
+	if !strings.Contains(ev[0].GetExcerpt(), "--token [REDACTED]") {
+		t.Errorf("excerpt %q: want the token redacted, the line kept", ev[0].GetExcerpt())
+	}
+	if n := len(ev[2].GetExcerpt()); n > 17<<10 || !strings.Contains(ev[2].GetExcerpt(), "bytes clipped]") {
+		t.Errorf("a 100 KiB excerpt stored as %d bytes, want clipped at 16 KiB with a note", n)
+	}
+	if got := metricValue(t, h.srv.metrics.redacted); got != 1 {
+		t.Errorf("reports_redacted_total = %v, want 1", got)
+	}
+}
+
+func prototext(m proto.Message) string {
+	b, _ := proto.Marshal(m)
+	return string(b)
+}

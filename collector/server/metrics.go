@@ -26,8 +26,9 @@ type metrics struct {
 	refused *prometheus.CounterVec
 	// acks counts Acks sent; received the Uploads read, failed those the
 	// store refused, stored those it took (resends of a stored upload
-	// included: the store keeps them once).
-	acks, received, failed, stored prometheus.Counter
+	// included: the store keeps them once); redacted those that held a
+	// secret or an oversized string the collector removed before storing.
+	acks, received, failed, stored, redacted prometheus.Counter
 	// replaced counts connections replaced by a newer one for the same
 	// node; dropped the CheckRequests that did not fit an agent's send
 	// queue (or whose stream had ended).
@@ -58,6 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		received: counter("reports_received_total", "Uploads received from agents."),
 		failed:   counter("reports_failed_total", "Uploads the store failed to keep; they were not acknowledged and the agents send them again."),
 		stored:   counter("reports_stored_total", "Uploads stored (an upload resent after a reconnect is counted again but stored once)."),
+		redacted: counter("reports_redacted_total", "Uploads that arrived holding a secret, invalid UTF-8 or a string over 16 KiB, which the collector redacted or clipped before storing (an agent of this version sends none)."),
 		replaced: counter("agent_replacements_total", "Agent streams replaced by a newer connection for the same node name."),
 		dropped:  counter("check_requests_dropped_total", "Check requests of sweeps that could not be queued to an agent (send queue full or stream ended)."),
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "agents_connected",
@@ -86,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.refused, m.acks, m.received, m.failed, m.stored, m.replaced, m.dropped,
+	for _, c := range []prometheus.Collector{m.refused, m.acks, m.received, m.failed, m.stored, m.redacted, m.replaced, m.dropped,
 		m.connected, m.findings.vec, m.sweepsStarted, m.sweepsCompleted, m.sweepDuration, m.sweepAnswers, m.answerLatency} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the collector's metrics: %w", err)
