@@ -42,21 +42,28 @@ type versionQuery struct {
 	// modules whose version in the Go build info is the binary's version,
 	// most specific first: the fallback when the binary cannot be run.
 	modules []string
+	// packages (dpkg) whose version is the binary's version, when the
+	// package owns the file: the fallback when the build info has none.
+	// Only packages that carry the binary's own version: Docker's
+	// containerd.io also installs runc, at containerd's version.
+	packages []string
 }
 
 var versionQueries = []versionQuery{
 	// staging/src/k8s.io/component-base/version/verflag: "Kubernetes v1.35.0".
-	{name: "kubelet", args: []string{"--version"}, parse: parseKubeletVersionOutput, modules: []string{"k8s.io/kubernetes"}},
+	{name: "kubelet", args: []string{"--version"}, parse: parseKubeletVersionOutput, modules: []string{"k8s.io/kubernetes"}, packages: []string{"kubelet"}},
 	// cmd/kubeadm/app/cmd/version.go: -o short prints GitVersion alone.
-	{name: "kubeadm", args: []string{"version", "-o", "short"}, parse: parseKubeadmVersionOutput, modules: []string{"k8s.io/kubernetes"}},
+	{name: "kubeadm", args: []string{"version", "-o", "short"}, parse: parseKubeadmVersionOutput, modules: []string{"k8s.io/kubernetes"}, packages: []string{"kubeadm"}},
 	// -o json exists in every kubectl; the text form changed in 1.28.
-	{name: "kubectl", args: []string{"version", "--client", "-o", "json"}, parse: parseKubectlVersionOutput, modules: []string{"k8s.io/kubernetes"}},
+	{name: "kubectl", args: []string{"version", "--client", "-o", "json"}, parse: parseKubectlVersionOutput, modules: []string{"k8s.io/kubernetes"}, packages: []string{"kubectl"}},
 	// cmd/containerd/command/main.go: "containerd <package> <version> <revision>".
-	{name: "containerd", args: []string{"--version"}, parse: parseContainerdVersionOutput, modules: []string{"github.com/containerd/containerd/v2", "github.com/containerd/containerd"}},
+	// Packages: Docker's containerd.io, Debian's and Ubuntu's containerd,
+	// AKS's moby-containerd.
+	{name: "containerd", args: []string{"--version"}, parse: parseContainerdVersionOutput, modules: []string{"github.com/containerd/containerd/v2", "github.com/containerd/containerd"}, packages: []string{"containerd.io", "containerd", "moby-containerd"}},
 	// urfave/cli's default version printer: "crictl version <version>".
-	{name: "crictl", args: []string{"--version"}, parse: parseCrictlVersionOutput, modules: []string{"sigs.k8s.io/cri-tools", "github.com/kubernetes-sigs/cri-tools"}},
+	{name: "crictl", args: []string{"--version"}, parse: parseCrictlVersionOutput, modules: []string{"sigs.k8s.io/cri-tools", "github.com/kubernetes-sigs/cri-tools"}, packages: []string{"cri-tools"}},
 	// runc main.go: "runc version <version>", then commit/spec/go lines.
-	{name: "runc", args: []string{"--version"}, parse: parseRuncVersionOutput, modules: []string{"github.com/opencontainers/runc"}},
+	{name: "runc", args: []string{"--version"}, parse: parseRuncVersionOutput, modules: []string{"github.com/opencontainers/runc"}, packages: []string{"runc", "moby-runc"}},
 }
 
 // Limits of what is kept of a binary's answer: enough to quote the line that
@@ -108,6 +115,7 @@ func (binaries) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidenc
 		cands = append(cands, findBinary(h, pe, q)...)
 	}
 
+	pkgs := newPkgDBs(h, versionQueries)
 	out := make([]*nodediagv1.Binary, len(cands))
 	sem := make(chan struct{}, binParallel)
 	var wg sync.WaitGroup
@@ -117,10 +125,15 @@ func (binaries) Run(ctx context.Context, h *host.Host) (*nodediagv1.ProbeEvidenc
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i] = askVersion(ctx, h, c)
+			out[i] = askVersion(ctx, h, pkgs, c)
 		}()
 	}
 	wg.Wait()
+	// Set only when some binary needed the package database (after Wait,
+	// no goroutine writes it any more).
+	if pkgs.dpkgErr != nil {
+		probe.Unreadable(pe, dpkgStatusPath, pkgs.dpkgErr)
+	}
 	pe.Data = &nodediagv1.ProbeEvidence_Binaries{Binaries: &nodediagv1.Binaries{Binaries: out}}
 	return pe, nil
 }
@@ -160,8 +173,8 @@ func findBinary(h *host.Host, pe *nodediagv1.ProbeEvidence, q versionQuery) []*b
 }
 
 // askVersion runs one copy and, when it cannot run at all, reads its Go build
-// info instead.
-func askVersion(ctx context.Context, h *host.Host, c *binCandidate) *nodediagv1.Binary {
+// info instead, and when that records no version, the package database.
+func askVersion(ctx context.Context, h *host.Host, pkgs *pkgDBs, c *binCandidate) *nodediagv1.Binary {
 	b := &nodediagv1.Binary{
 		Name:      c.q.name,
 		Path:      c.path,
@@ -210,6 +223,11 @@ func askVersion(ctx context.Context, h *host.Host, c *binCandidate) *nodediagv1.
 	if berr != nil {
 		b.Error += "; no Go build info either: " + binValidUTF8(berr.Error())
 		b.NotAProgram = binTextInstead(h, c.path)
+		if b.NotAProgram == "" {
+			// Text in the binary's place is not what any package
+			// installed, whatever dpkg says of the path.
+			pkgs.fill(b, c)
+		}
 		return b
 	}
 	b.Method = "buildinfo"
@@ -218,6 +236,7 @@ func askVersion(ctx context.Context, h *host.Host, c *binCandidate) *nodediagv1.
 	b.Output = renderBuildInfo(bi, line)
 	if v == "" {
 		b.Error += "; the Go build info records no version of " + strings.Join(c.q.modules, " or ")
+		pkgs.fill(b, c)
 	}
 	return b
 }

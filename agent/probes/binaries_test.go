@@ -511,14 +511,17 @@ func TestBinariesUnreadable(t *testing.T) {
 
 // goBuildTagged builds a tiny Go program as the main module modPath, committed
 // and tagged tag in a git repository, as Kubernetes release binaries are
-// built: Go >= 1.24 then records the tag as the main module's version.
+// built: Go >= 1.24 then records the tag as the main module's version. With
+// tag "" it is built outside git (-buildvcs=false), and the build info
+// records no version: "(devel)", as in an official release built with
+// -trimpath.
 func goBuildTagged(t *testing.T, modPath, tag string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if _, err := exec.LookPath("git"); err != nil {
+	if _, err := exec.LookPath("git"); err != nil && tag != "" {
 		t.Skip("git is needed to stamp a module version: ", err)
 	}
 	dir := t.TempDir()
@@ -542,11 +545,15 @@ func goBuildTagged(t *testing.T, modPath, tag string) string {
 			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 		}
 	}
+	out := filepath.Join(t.TempDir(), "bin")
+	if tag == "" {
+		run(goBin, "build", "-buildvcs=false", "-trimpath", "-o", out, ".")
+		return out
+	}
 	run("git", "init", "-q")
 	run("git", "add", ".")
 	run("git", "commit", "-q", "-m", "release")
 	run("git", "tag", tag)
-	out := filepath.Join(t.TempDir(), "bin")
 	run(goBin, "build", "-buildvcs=true", "-trimpath", "-o", out, ".")
 	return out
 }
@@ -653,4 +660,443 @@ func TestBinariesRealKubectl(t *testing.T) {
 	if len(got) != 1 || got[0].Method != "buildinfo" || !strings.HasPrefix(got[0].Version, "v1.33.") {
 		t.Errorf("buildinfo: binaries = %v, want kubectl v1.33.x", got)
 	}
+}
+
+// ---- dpkg: the fallback when the build info records no version ----------
+
+// A stanza as pkgs.k8s.io's kubelet leaves it in /var/lib/dpkg/status.
+const dpkgKubeletStanza = `Package: kubelet
+Status: install ok installed
+Priority: optional
+Section: admin
+Installed-Size: 77297
+Maintainer: Kubernetes Authors <dev@kubernetes.io>
+Architecture: amd64
+Version: 1.32.3-1.1
+Depends: iptables (>= 1.4.21), iproute2, socat, util-linux, mount, ethtool, conntrack
+Description: Node agent for Kubernetes clusters
+ The node agent of Kubernetes, the container cluster manager.
+ .
+ A continuation line: part of the Description.
+Homepage: https://kubernetes.io
+`
+
+const dpkgKubeletList = "/.\n/usr\n/usr/bin\n/usr/bin/kubelet\n/usr/lib\n/usr/lib/systemd\n/usr/lib/systemd/system\n/usr/lib/systemd/system/kubelet.service\n"
+
+// dpkgStatus joins stanzas as dpkg writes them: an empty line after each.
+func dpkgStatus(stanzas ...string) string {
+	var b strings.Builder
+	for _, s := range stanzas {
+		b.WriteString(strings.TrimRight(s, "\n") + "\n\n")
+	}
+	return b.String()
+}
+
+func dpkgStanzaText(pkg, status, version string) string {
+	return "Package: " + pkg + "\nStatus: " + status + "\nArchitecture: amd64\nVersion: " + version + "\nDescription: " + pkg + "\n"
+}
+
+// notGoELF is an ELF header and nothing else: not a Go program (no build
+// info), not text either.
+var notGoELF = "\x7fELF\x02\x01\x01\x00" + strings.Repeat("\x00", 120)
+
+func TestParseDpkgStatus(t *testing.T) {
+	type st struct{ pkg, status, version, arch, pkgLine, statusLine, versionLine string }
+	all := func(string) bool { return true }
+	tests := []struct {
+		name string
+		in   string
+		want []st
+	}{
+		{
+			name: "pkgs.k8s.io stanza",
+			in:   dpkgStatus("Package: adduser\nStatus: install ok installed\nVersion: 3.134\n", dpkgKubeletStanza),
+			want: []st{
+				{"adduser", "install ok installed", "3.134", "", "Package: adduser", "Status: install ok installed", "Version: 3.134"},
+				{"kubelet", "install ok installed", "1.32.3-1.1", "amd64", "Package: kubelet", "Status: install ok installed", "Version: 1.32.3-1.1"},
+			},
+		},
+		{
+			name: "lines kept verbatim, values trimmed",
+			in:   "Package:  kubelet \nStatus:\tinstall ok installed\nversion: 1.32.3-1.1\n",
+			want: []st{{"kubelet", "install ok installed", "1.32.3-1.1", "", "Package:  kubelet ", "Status:\tinstall ok installed", "version: 1.32.3-1.1"}},
+		},
+		{
+			name: "no final newline, CRLF, blank line of spaces",
+			in:   "Package: a\r\nVersion: 1-1\r\n  \t\nPackage: b\nVersion: 2-1",
+			want: []st{{pkg: "a", version: "1-1", pkgLine: "Package: a", versionLine: "Version: 1-1"}, {pkg: "b", version: "2-1", pkgLine: "Package: b", versionLine: "Version: 2-1"}},
+		},
+		{
+			name: "malformed stanzas skipped, the rest read",
+			in: dpkgStatus(
+				"Package: kubelet\nStatus: install ok installed\nVersion: 1.32.3-1.1\nVersion: 1.33.0-1.1\n", // twice
+				"Package: kubeadm\nStatus: install ok installed\nVersion: 1.32.3\n -1.1\n",                   // continued
+				"Package: kubectl\nthis line is no field\nVersion: 1.32.3-1.1\n",
+				" continuation first\nPackage: runc\nVersion: 1.1.12-1\n",
+				"Package : crictl\nVersion: 1.32.0-1.1\n",        // a space in the name
+				"Status: install ok installed\nVersion: 1.0-1\n", // no Package
+				"Package: cri-tools\nStatus: install ok installed\nVersion: 1.32.0-1.1\n",
+			),
+			want: []st{{"cri-tools", "install ok installed", "1.32.0-1.1", "", "Package: cri-tools", "Status: install ok installed", "Version: 1.32.0-1.1"}},
+		},
+		{name: "empty", in: ""},
+		{name: "only blank lines", in: "\n\n \n"},
+		{name: "binary junk", in: "\x00\xff\xfe:\n\x7fELF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []st
+			for _, s := range parseDpkgStatus([]byte(tt.in), all) {
+				got = append(got, st{s.pkg, s.status, s.version, s.arch, s.pkgLine, s.statusLine, s.versionLine})
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(st{})); diff != "" {
+				t.Errorf("stanzas (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("only wanted packages", func(t *testing.T) {
+		got := parseDpkgStatus([]byte(dpkgStatus("Package: adduser\nVersion: 3.134\n", dpkgKubeletStanza)), func(p string) bool { return p == "kubelet" })
+		if len(got) != 1 || got[0].pkg != "kubelet" {
+			t.Errorf("stanzas = %+v, want the kubelet's only", got)
+		}
+	})
+}
+
+func TestDpkgStanzaInstalled(t *testing.T) {
+	for status, want := range map[string]bool{
+		"install ok installed":             true,
+		"hold ok installed":                true, // apt-mark hold kubelet kubeadm kubectl
+		"deinstall ok installed":           true, // marked for removal, still there
+		"install ok half-configured":       true, // its postinst failed: the files are the new ones
+		"install ok unpacked":              true,
+		"install ok triggers-pending":      true,
+		"deinstall ok config-files":        false,
+		"purge ok not-installed":           false,
+		"install reinstreq half-installed": false,
+		"install ok half-installed":        false,
+		"install reinstreq installed":      false,
+		"installed":                        false,
+		"":                                 false,
+	} {
+		s := dpkgStanza{status: status}
+		if got := s.installed(); got != want {
+			t.Errorf("installed(%q) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+var dpkgVersionCases = []binVersionCase{
+	{name: "pkgs.k8s.io", in: "1.32.3-1.1", want: "v1.32.3"},
+	{name: "apt.kubernetes.io", in: "1.27.3-00", want: "v1.27.3"},
+	{name: "containerd.io", in: "1.7.24-1", want: "v1.7.24"},
+	{name: "cri-tools", in: "1.32.0-1.1", want: "v1.32.0"},
+	{name: "epoch", in: "1:1.7.24-1", want: "v1.7.24"},
+	{name: "debian containerd", in: "1.6.20~ds1-1+b1", want: "v1.6.20"},
+	{name: "debian runc", in: "1.1.5+ds1-1+deb12u1", want: "v1.1.5"},
+	{name: "ubuntu runc", in: "1.1.12-0ubuntu2~22.04.1", want: "v1.1.12"},
+	{name: "upstream pre-release kept", in: "1.2.0-rc.1-1", want: "v1.2.0-rc.1"},
+	{name: "native, no revision", in: "1.32.3", want: "v1.32.3"},
+	{name: "bad epoch", in: "x:1.2.3-1", wantErr: true},
+	{name: "empty epoch", in: ":1.2.3-1", wantErr: true},
+	{name: "words", in: "unknown-1", wantErr: true},
+	{name: "empty", in: "", wantErr: true},
+}
+
+func TestDpkgUpstreamVersion(t *testing.T) {
+	runBinVersionCases(t, func(b []byte) (string, error) { return dpkgUpstreamVersion(string(b)) }, dpkgVersionCases)
+}
+
+// binByPath indexes a probe's answer by path.
+func binByPath(bs []*nodediagv1.Binary) map[string]*nodediagv1.Binary {
+	m := map[string]*nodediagv1.Binary{}
+	for _, b := range bs {
+		m[b.Path] = b
+	}
+	return m
+}
+
+// A copied root (nothing runs) whose binaries are not Go programs: their
+// versions come from dpkg, for the files the packages own only.
+func TestBinariesDpkgFallback(t *testing.T) {
+	noDpkg := func(t *testing.T, b *nodediagv1.Binary) {
+		t.Helper()
+		if b == nil {
+			t.Fatal("binary missing")
+		}
+		if b.Version != "" || b.Method == "dpkg" || strings.Contains(b.Output, "Package:") {
+			t.Errorf("%s: version %q, method %q, output %q; want nothing from dpkg", b.Path, b.Version, b.Method, b.Output)
+		}
+	}
+
+	t.Run("owned by the packages", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet":    notGoELF,
+			"usr/bin/kubeadm":    notGoELF,
+			"usr/bin/containerd": notGoELF,
+			"usr/bin/runc":       notGoELF,
+			"var/lib/dpkg/status": dpkgStatus(
+				"Package: adduser\nStatus: install ok installed\nVersion: 3.134\n",
+				dpkgKubeletStanza,
+				dpkgStanzaText("kubeadm", "hold ok installed", "1.32.3-1.1"),
+				dpkgStanzaText("containerd.io", "install ok installed", "1.7.24-1"),
+			),
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+			// kubeadm's, under the Multi-Arch: same name.
+			"var/lib/dpkg/info/kubeadm:amd64.list": "/.\n/usr/bin\n/usr/bin/kubeadm\n",
+			// containerd.io also installs runc, at containerd's version:
+			// runc gets no version from it.
+			"var/lib/dpkg/info/containerd.io.list": "/.\n/usr/bin/containerd\n/usr/bin/containerd-shim-runc-v2\n/usr/bin/ctr\n/usr/bin/runc\n",
+		})
+		h.Exec = host.NoExec{}
+		got := binByPath(runBinaries(t, h))
+		want := []*nodediagv1.Binary{
+			{Name: "kubelet", Path: "/usr/bin/kubelet", Version: "v1.32.3", Command: "/usr/bin/kubelet --version", Effective: true, Method: "dpkg",
+				Output: "Package: kubelet\nStatus: install ok installed\nVersion: 1.32.3-1.1\n/usr/bin/kubelet"},
+			{Name: "kubeadm", Path: "/usr/bin/kubeadm", Version: "v1.32.3", Command: "/usr/bin/kubeadm version -o short", Effective: true, Method: "dpkg",
+				Output: "Package: kubeadm\nStatus: hold ok installed\nVersion: 1.32.3-1.1\n/usr/bin/kubeadm"},
+			{Name: "containerd", Path: "/usr/bin/containerd", Version: "v1.7.24", Command: "/usr/bin/containerd --version", Effective: true, Method: "dpkg",
+				Output: "Package: containerd.io\nStatus: install ok installed\nVersion: 1.7.24-1\n/usr/bin/containerd"},
+		}
+		for _, w := range want {
+			b := got[w.Path]
+			if b == nil {
+				t.Fatalf("no %s", w.Path)
+			}
+			if diff := cmp.Diff(w, b, protocmp.Transform(), protocmp.IgnoreFields(&nodediagv1.Binary{}, "error")); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", w.Path, diff)
+			}
+			// What was tried before stays said.
+			if !strings.HasPrefix(b.Error, "not run: running host binaries is disabled; no Go build info either: ") || strings.Contains(b.Error, h.Root) {
+				t.Errorf("%s: error = %q", w.Path, b.Error)
+			}
+		}
+		noDpkg(t, got["/usr/bin/runc"])
+		if strings.Contains(got["/usr/bin/runc"].Error, "dpkg") {
+			t.Errorf("runc error = %q: nothing to say from dpkg", got["/usr/bin/runc"].Error)
+		}
+	})
+
+	t.Run("not the package's file", func(t *testing.T) {
+		// A kubelet a script downloaded into /usr/local/bin, first in
+		// PATH, in front of the package's.
+		h := hosttest.Tree(t, map[string]string{
+			"usr/local/bin/kubelet":          notGoELF,
+			"usr/bin/kubelet":                notGoELF,
+			"var/lib/dpkg/status":            dpkgStatus(dpkgKubeletStanza),
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+		})
+		h.Exec = host.NoExec{}
+		got := binByPath(runBinaries(t, h))
+		local := got["/usr/local/bin/kubelet"]
+		noDpkg(t, local)
+		if !local.Effective || strings.Contains(local.Error, "dpkg") {
+			t.Errorf("/usr/local/bin/kubelet = %v: effective, and nothing said from dpkg", local)
+		}
+		if b := got["/usr/bin/kubelet"]; b.Version != "v1.32.3" || b.Method != "dpkg" || b.Effective {
+			t.Errorf("/usr/bin/kubelet = %v, want v1.32.3 from dpkg, not effective", b)
+		}
+	})
+
+	t.Run("owned at an alias or where the symlinks lead", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			// merged /usr; runc's .list from before the merge names /bin/runc.
+			"bin":          "->usr/bin",
+			"usr/bin/runc": notGoELF,
+			// crictl is a symlink to the package's file.
+			"usr/bin/crictl":           "->/opt/cri-tools/bin/crictl",
+			"opt/cri-tools/bin/crictl": notGoELF,
+			"var/lib/dpkg/status": dpkgStatus(
+				dpkgStanzaText("runc", "install ok installed", "1.1.5+ds1-1+deb12u1"),
+				dpkgStanzaText("cri-tools", "install ok installed", "1.32.0-1.1"),
+			),
+			"var/lib/dpkg/info/runc.list":      "/.\n/bin\n/bin/runc\n",
+			"var/lib/dpkg/info/cri-tools.list": "/.\n/opt/cri-tools/bin/crictl\n",
+		})
+		h.Exec = host.NoExec{}
+		got := binByPath(runBinaries(t, h))
+		if b := got["/usr/bin/runc"]; b == nil || b.Version != "v1.1.5" || b.Method != "dpkg" || !strings.HasSuffix(b.Output, "\nVersion: 1.1.5+ds1-1+deb12u1\n/bin/runc") {
+			t.Errorf("runc = %v, want v1.1.5 from dpkg, owned as /bin/runc", b)
+		}
+		if b := got["/usr/bin/crictl"]; b == nil || b.Version != "v1.32.0" || b.Method != "dpkg" || !strings.HasSuffix(b.Output, "\n/opt/cri-tools/bin/crictl") {
+			t.Errorf("crictl = %v, want v1.32.0 from dpkg, owned at its resolved path", b)
+		}
+	})
+
+	t.Run("removed, config files left", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet":                notGoELF,
+			"var/lib/dpkg/status":            dpkgStatus(dpkgStanzaText("kubelet", "deinstall ok config-files", "1.32.3-1.1")),
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+		})
+		h.Exec = host.NoExec{}
+		got := runBinaries(t, h)
+		noDpkg(t, got[0])
+	})
+
+	t.Run("malformed status", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet": notGoELF,
+			"usr/bin/kubeadm": notGoELF,
+			"usr/bin/kubectl": notGoELF,
+			"var/lib/dpkg/status": "\x00\xff garbage without a colon\n" +
+				"Package: kubelet\nStatus: install ok installed\nVersion: 1.32.3-1.1\nVersion: 1.31.0-1.1\n\n" +
+				"Package: kubectl\nStatus: install ok installed\nVersion: not-a-version\n\n" +
+				dpkgStanzaText("kubeadm", "install ok installed", "1.32.3-1.1") +
+				"\n\n\nPackage: cut short",
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+			"var/lib/dpkg/info/kubeadm.list": "/usr/bin/kubeadm\n",
+			"var/lib/dpkg/info/kubectl.list": "/usr/bin/kubectl\n",
+		})
+		h.Exec = host.NoExec{}
+		got := binByPath(runBinaries(t, h))
+		noDpkg(t, got["/usr/bin/kubelet"])
+		if b := got["/usr/bin/kubeadm"]; b.Version != "v1.32.3" || b.Method != "dpkg" {
+			t.Errorf("kubeadm = %v, want v1.32.3 from dpkg after the malformed stanzas", b)
+		}
+		kubectl := got["/usr/bin/kubectl"]
+		noDpkg(t, kubectl)
+		if !strings.Contains(kubectl.Error, `the dpkg package kubectl owns the file but has no usable version: "not-a-version" is not a version`) {
+			t.Errorf("kubectl error = %q, want the unusable version named", kubectl.Error)
+		}
+	})
+
+	t.Run("status too large", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet":                notGoELF,
+			"var/lib/dpkg/status":            dpkgStatus(dpkgKubeletStanza) + strings.Repeat("Description: x\n", dpkgStatusMaxBytes/15+1),
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+		})
+		h.Exec = host.NoExec{}
+		pe, err := binaries{}.Run(context.Background(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := pe.GetBinaries().GetBinaries()[0]
+		noDpkg(t, b)
+		if !strings.Contains(b.Error, "the dpkg database was not read: /var/lib/dpkg/status is larger than 16 MiB: not read") {
+			t.Errorf("error = %q, want the cap named", b.Error)
+		}
+		if u := pe.GetUnreadable(); len(u) != 1 || u[0].GetSource() != dpkgStatusPath {
+			t.Errorf("unreadable = %v, want %s", u, dpkgStatusPath)
+		}
+	})
+
+	t.Run("status not a regular file", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{"usr/bin/kubelet": notGoELF, "var/lib/dpkg/status/": ""})
+		h.Exec = host.NoExec{}
+		pe, err := binaries{}.Run(context.Background(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := pe.GetBinaries().GetBinaries()[0]
+		if !strings.Contains(b.Error, "the dpkg database was not read: ") || strings.Contains(b.Error, h.Root) {
+			t.Errorf("error = %q", b.Error)
+		}
+		if u := pe.GetUnreadable(); len(u) != 1 || u[0].GetSource() != dpkgStatusPath {
+			t.Errorf("unreadable = %v, want %s", u, dpkgStatusPath)
+		}
+	})
+
+	t.Run("rpm database not read", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet":          notGoELF,
+			"var/lib/rpm/rpmdb.sqlite": "SQLite format 3\x00",
+		})
+		h.Exec = host.NoExec{}
+		b := runBinaries(t, h)[0]
+		if b.Version != "" || !strings.HasSuffix(b.Error, "; /var/lib/rpm exists but the rpm database is not read: the version of a binary rpm installed is not known here") {
+			t.Errorf("kubelet = %v, want the rpm database named as not read", b)
+		}
+	})
+
+	t.Run("nothing said without a package database", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{"usr/bin/kubelet": notGoELF})
+		h.Exec = host.NoExec{}
+		b := runBinaries(t, h)[0]
+		if strings.Contains(b.Error, "dpkg") || strings.Contains(b.Error, "rpm") {
+			t.Errorf("error = %q: no package database to speak of", b.Error)
+		}
+	})
+
+	t.Run("text in the binary's place", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet":                "404: Not Found\n",
+			"var/lib/dpkg/status":            dpkgStatus(dpkgKubeletStanza),
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+		})
+		h.Exec = host.NoExec{}
+		b := runBinaries(t, h)[0]
+		noDpkg(t, b)
+		if b.NotAProgram != "404: Not Found" {
+			t.Errorf("not_a_program = %q", b.NotAProgram)
+		}
+	})
+
+	t.Run("exec first where it runs", func(t *testing.T) {
+		h := hosttest.Tree(t, map[string]string{
+			"usr/bin/kubelet":                fakeBinary(fakeKubelet, "v1.33.2"),
+			"var/lib/dpkg/status":            dpkgStatus(dpkgKubeletStanza),
+			"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+		})
+		h.CmdTimeout = 30 * time.Second
+		if b := runBinaries(t, h)[0]; b.Method != "exec" || b.Version != "v1.33.2" {
+			t.Errorf("kubelet = %v, want v1.33.2 from exec", b)
+		}
+	})
+}
+
+// A Go kubelet whose build info records no version (official releases) gets
+// its version from dpkg; one whose build info does keeps that.
+func TestBinariesDpkgAfterBuildInfo(t *testing.T) {
+	untagged := goBuildTagged(t, "k8s.io/kubernetes", "")
+	tagged := goBuildTagged(t, "k8s.io/kubernetes", "v1.33.1")
+	h := hosttest.Tree(t, map[string]string{
+		"var/lib/dpkg/status":            dpkgStatus(dpkgKubeletStanza, dpkgStanzaText("kubeadm", "install ok installed", "1.32.3-1.1")),
+		"var/lib/dpkg/info/kubelet.list": dpkgKubeletList,
+		"var/lib/dpkg/info/kubeadm.list": "/usr/bin/kubeadm\n",
+	})
+	installBinary(t, h, "usr/bin/kubelet", untagged, 0o755)
+	installBinary(t, h, "usr/bin/kubeadm", tagged, 0o755)
+	h.Exec = host.NoExec{}
+	got := binByPath(runBinaries(t, h))
+	kubelet := got["/usr/bin/kubelet"]
+	if kubelet.Version != "v1.32.3" || kubelet.Method != "dpkg" || kubelet.Output != "Package: kubelet\nStatus: install ok installed\nVersion: 1.32.3-1.1\n/usr/bin/kubelet" {
+		t.Errorf("kubelet = %v, want v1.32.3 from dpkg", kubelet)
+	}
+	if want := "not run: running host binaries is disabled; the Go build info records no version of k8s.io/kubernetes"; kubelet.Error != want {
+		t.Errorf("kubelet error = %q, want %q", kubelet.Error, want)
+	}
+	if b := got["/usr/bin/kubeadm"]; b.Version != "v1.33.1" || b.Method != "buildinfo" {
+		t.Errorf("kubeadm = %v, want v1.33.1 from its build info, dpkg not asked", b)
+	}
+}
+
+func FuzzParseDpkgStatus(f *testing.F) {
+	f.Add([]byte(dpkgStatus(dpkgKubeletStanza, dpkgStanzaText("kubeadm", "hold ok installed", "1:1.32.3-1.1"))))
+	f.Add([]byte("Package: kubelet\nVersion: 1.32.3-1.1\nVersion: 1.31.0\n\n Package: x\n\nStatus: install ok installed"))
+	f.Add([]byte("Package: a\r\nStatus: deinstall ok config-files\r\n \t\nPackage:\nVersion: -\n"))
+	for _, c := range dpkgVersionCases {
+		f.Add([]byte("Package: kubelet\nStatus: install ok installed\nVersion: " + c.in + "\n"))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, s := range parseDpkgStatus(b, func(string) bool { return true }) {
+			if s.pkg == "" || !strings.Contains(s.pkgLine, s.pkg) {
+				t.Errorf("stanza %+v: Package %q not in its line", s, s.pkg)
+			}
+			for _, l := range []string{s.pkgLine, s.statusLine, s.versionLine} {
+				if strings.ContainsAny(l, "\n") {
+					t.Errorf("line %q holds a newline", l)
+				}
+			}
+			if s.versionLine != "" && !strings.Contains(s.versionLine, s.version) {
+				t.Errorf("Version %q not in its line %q", s.version, s.versionLine)
+			}
+			if !s.installed() {
+				continue
+			}
+			if v, err := dpkgUpstreamVersion(s.version); err == nil && !strings.HasPrefix(v, "v") {
+				t.Errorf("dpkgUpstreamVersion(%q) = %q: no leading v", s.version, v)
+			}
+		}
+	})
 }

@@ -57,8 +57,12 @@ func QuoteExec(b *nodediagv1.Binary) *nodediagv1.Quote {
 		out = firstLine(b.Error)
 	}
 	source := "exec:" + b.Command
-	if b.Method == "buildinfo" {
+	switch b.Method {
+	case "buildinfo":
 		source = "buildinfo:" + b.Path
+	case "dpkg":
+		// The package database's lines about the binary, nothing run.
+		source = "dpkg:" + b.Path
 	}
 	return &nodediagv1.Quote{Source: source, Excerpt: clip(out)}
 }

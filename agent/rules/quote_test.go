@@ -43,3 +43,18 @@ func TestClipRedactsBeforeCutting(t *testing.T) {
 		}
 	}
 }
+
+// TestQuoteExecNamesTheMethod: a version learnt without running anything is
+// never quoted as a command that ran.
+func TestQuoteExecNamesTheMethod(t *testing.T) {
+	for method, want := range map[string]string{
+		"exec":      "exec:/usr/bin/kubelet --version",
+		"buildinfo": "buildinfo:/usr/bin/kubelet",
+		"dpkg":      "dpkg:/usr/bin/kubelet",
+	} {
+		b := &nodediagv1.Binary{Name: "kubelet", Path: "/usr/bin/kubelet", Command: "/usr/bin/kubelet --version", Method: method, Version: "v1.32.3", Output: "Version: 1.32.3-1.1"}
+		if got := QuoteExec(b).GetSource(); got != want {
+			t.Errorf("method %s: source %q, want %q", method, got, want)
+		}
+	}
+}

@@ -1678,7 +1678,9 @@ type Binary struct {
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// Normalised version ("v1.35.0"); empty when it could not be learnt.
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	// The command that was asked and what it printed (first lines, verbatim).
+	// The command that was asked and what it printed (first lines, verbatim);
+	// when the version was read instead (method), output is what it was read
+	// from.
 	Command string `protobuf:"bytes,4,opt,name=command,proto3" json:"command,omitempty"`
 	Output  string `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
 	Error   string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
@@ -1688,7 +1690,21 @@ type Binary struct {
 	// runs is the one at KubeletConfig.exec_path (path, aliases or
 	// resolved_path), and effective only when the unit is unknown.
 	Effective bool `protobuf:"varint,7,opt,name=effective,proto3" json:"effective,omitempty"`
-	// How the version was learnt: "exec" or "buildinfo".
+	// How the version was learnt, without running anything past "exec":
+	//
+	//	"exec": command was run (only where running host binaries is allowed:
+	//	  the live system);
+	//	"buildinfo": it could not run; the Go build info of the file, output
+	//	  being its `go version -m` lines;
+	//	"dpkg": the build info records no version (official Kubernetes
+	//	  releases); the Debian package whose /var/lib/dpkg/info/<package>.list
+	//	  (or <package>:<arch>.list) names the file at path, resolved_path or
+	//	  one of aliases, installed per its Status. output is then the
+	//	  stanza's Package, Status and Version lines of /var/lib/dpkg/status and
+	//	  that line of the .list, verbatim; version is the upstream part of
+	//	  Version (no epoch, no revision). A file no package owns gets no dpkg
+	//	  version. The rpm database is not read: when no method found a version
+	//	  and /var/lib/rpm exists, error says so.
 	Method string `protobuf:"bytes,8,opt,name=method,proto3" json:"method,omitempty"`
 	// Other host paths of the search that are this same file (a /bin/kubelet
 	// that is /usr/bin/kubelet through the merged-/usr /bin symlink, a
