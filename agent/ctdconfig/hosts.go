@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/nodediag/nodediag/agent/redact"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
@@ -34,7 +35,8 @@ const ErrInvalidHostTree = "invalid `host` tree"
 // files of the directory), when the TOML does not parse, when a value has
 // the wrong type, when a host or server does not parse as a URL ("unable to
 // parse server ..."), when a capability is unknown, and when ca, client or a
-// header is neither a string nor a list of strings; containerd 1.x also
+// header is neither a string nor a list of strings, when dial_timeout is
+// not a duration string; containerd 1.x also
 // rejects a file without a [host] table (ErrInvalidHostTree). The endpoints
 // are listed even for a rejected file, as written, so that a reader can say
 // what containerd ignored.
@@ -156,6 +158,16 @@ func endpoint(d *doc, at []string, registry, raw, kind string, urlLine *nodediag
 			fail(line("skip_verify"), "skip_verify: not a boolean")
 		}
 		ep.SkipVerify = b
+	}
+	if v, ok := d.get(key("dial_timeout")...); ok {
+		// containerd 1.7 and 2.x: a Go duration string ("5s"); a number
+		// or a string without a unit rejects the whole file.
+		str, isStr := v.(string)
+		if !isStr {
+			fail(line("dial_timeout"), "dial_timeout: not a string (a duration such as \"5s\")")
+		} else if _, err := time.ParseDuration(str); str != "" && err != nil {
+			fail(line("dial_timeout"), "%v", err)
+		}
 	}
 	if v, ok := d.get(key("override_path")...); ok {
 		if _, isBool := v.(bool); !isBool {
