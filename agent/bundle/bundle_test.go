@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -436,6 +437,40 @@ func TestReadBudgets(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(b.Problems, "\n"), "the reading budget") {
 		t.Errorf("problems %q, want the stream budget said", b.Problems)
+	}
+}
+
+// A member over MaxMemberBytes is ignored whole and said, and a tar of more
+// than MaxMembers members stops there; the report read first is judged.
+func TestReadMemberLimits(t *testing.T) {
+	h := secretHost(t)
+	r := checkHost(t, h)
+	rep, _ := report.MarshalJSON(r)
+	huge := rawBundle(t, [][2]string{{ReportName, string(rep)}, {"files/var/log/huge", string(make([]byte, MaxMemberBytes+1))}, {"files/var/log/after", "kept\n"}})
+	b, err := Read(bytes.NewReader(huge))
+	if err != nil || b.Report == nil || ids(b.Report) != ids(r) {
+		t.Fatalf("report not read (%v), want it read", err)
+	}
+	if _, ok := b.Files["/var/log/huge"]; ok || string(b.Files["/var/log/after"]) != "kept\n" {
+		t.Errorf("files huge %d bytes, after %q: want huge ignored, the member after it read", len(b.Files["/var/log/huge"]), b.Files["/var/log/after"])
+	}
+	if want := fmt.Sprintf(`member "files/var/log/huge" ignored: %d bytes, more than %d`, MaxMemberBytes+1, MaxMemberBytes); !strings.Contains(strings.Join(b.Problems, "\n"), want) {
+		t.Errorf("problems %q, want %q", b.Problems, want)
+	}
+
+	ms := [][2]string{{ReportName, string(rep)}}
+	for i := range MaxMembers + 10 {
+		ms = append(ms, [2]string{fmt.Sprintf("files/var/log/m%06d", i), ""})
+	}
+	b, err = Read(bytes.NewReader(rawBundle(t, ms)))
+	if err != nil || b.Report == nil {
+		t.Fatalf("report not read (%v), want it read", err)
+	}
+	if want := fmt.Sprintf("reading stopped: more than %d members", MaxMembers); !strings.Contains(strings.Join(b.Problems, "\n"), want) {
+		t.Errorf("problems %q, want %q", b.Problems, want)
+	}
+	if len(b.Files) > MaxMembers {
+		t.Errorf("%d files kept, want at most %d", len(b.Files), MaxMembers)
 	}
 }
 

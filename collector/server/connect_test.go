@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -615,4 +617,78 @@ func TestUploadRedactedBeforeStored(t *testing.T) {
 func prototext(m proto.Message) string {
 	b, _ := proto.Marshal(m)
 	return string(b)
+}
+
+// TestSilentAndSlowConnections: 2,000 connections that never send a byte
+// and 1,500 that send the HTTP/2 preface a byte at a time do not keep an
+// agent from connecting and having its report stored; once the handshake
+// timeout passes, the server has closed every one of them.
+func TestSilentAndSlowConnections(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = 2 * time.Second
+	h := newHarness(t, Options{}, nil)
+	const silent, slow = 2000, 1500
+	conns := make([]net.Conn, 0, silent+slow)
+	for range silent + slow {
+		c, err := h.lis.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	preface := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	for _, c := range conns[silent:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < len(preface); i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				if _, err := c.Write(preface[i : i+1]); err != nil {
+					return // closed by the server
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	a, _ := connectAgent(t, h.conn, "node-1")
+	a.expectAck(t, a.upload(t, report("node-1", ""), "connect"))
+	if _, err := h.store.Latest(context.Background(), "node-1"); err != nil {
+		t.Errorf("the agent's report was not stored beside %d silent and %d slow connections: %v", silent, slow, err)
+	}
+	t.Logf("an agent connected and stored a report in %v beside %d silent and %d slow connections", time.Since(start).Round(time.Millisecond), silent, slow)
+
+	// Each connection is closed by the server: a read ends (EOF or reset)
+	// instead of waiting.
+	deadline := time.Now().Add(handshakeTimeout + 10*time.Second)
+	open := 0
+	for _, c := range conns {
+		c.SetReadDeadline(deadline)
+		buf := make([]byte, 64)
+		for {
+			_, err := c.Read(buf)
+			if err == nil {
+				continue // the server's SETTINGS or GOAWAY before it closes
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				open++
+			}
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if open > 0 {
+		t.Errorf("%d of %d connections still open %v after the handshake timeout", open, silent+slow, handshakeTimeout+10*time.Second)
+	}
 }

@@ -104,12 +104,15 @@ const (
 	// A connection with no RPC for this long is closed (a CLI that forgot
 	// to close; agents always have their stream open).
 	maxConnectionIdle = 5 * time.Minute
-	// The TLS handshake must finish in this time.
-	handshakeTimeout = 10 * time.Second
 	// Streams per connection: an agent needs one; a load generator that
 	// multiplexes simulated agents up to this many per connection.
 	maxStreamsPerConn = 1024
 )
+
+// handshakeTimeout bounds a connection's establishment, the TLS handshake
+// and the HTTP/2 preface: a client silent or slow past it is closed. A
+// variable for the tests.
+var handshakeTimeout = 10 * time.Second
 
 // Options configure a Server.
 type Options struct {
