@@ -17,6 +17,7 @@ import (
 	"filippo.io/age"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/nodediag/nodediag/agent/redact"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -188,6 +189,9 @@ func Read(r io.Reader, identities ...age.Identity) (*Bundle, error) {
 		return b, fmt.Errorf("%w: it has no %s%s", ErrNotBundle, ReportName, problemsSuffix(b.Problems))
 	}
 	rep := &nodediagv1.Report{}
+	// Huge strings are cut before decoding, not after: decoded, a 60 MiB
+	// node name would be held twice more.
+	reportBytes = redact.ClipJSON(reportBytes, 4*redact.MaxUntrusted)
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(reportBytes, rep); err != nil {
 		return b, fmt.Errorf("%s of the bundle does not decode: %v%s", ReportName, err, problemsSuffix(b.Problems))
 	}

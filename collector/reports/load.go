@@ -140,6 +140,7 @@ func Rejudge(e *rules.Engine, r *nodediagv1.Report) (*nodediagv1.Report, error) 
 // parse takes b as a NodeRecord when it has a "report" and "summary", else
 // as a Report.
 func parse(path string, b []byte) (*nodediagv1.Report, error) {
+	b = redact.ClipJSON(b, 4*redact.MaxUntrusted) // see clipUntrusted
 	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
 	rec := &nodediagv1.NodeRecord{}
 	if err := opts.Unmarshal(b, rec); err == nil && rec.GetReport() != nil && rec.GetSummary() != nil {
