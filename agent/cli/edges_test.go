@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,4 +161,75 @@ func scenarioNamed(t *testing.T, name string) scenario {
 	}
 	t.Fatalf("no example host %s", name)
 	return scenario{}
+}
+
+// TestSparseHugeLog: a 10 GiB cloud-init output log, all hole but its first
+// and last lines (a disk filled by a runaway writer, or a sparse copy),
+// gives the same findings as the log alone: its tail is read, not taken for
+// binary; collect bundles that tail and says it was cut.
+func TestSparseHugeLog(t *testing.T) {
+	src := filepath.Join(scenarioDir, "join-token-expired", "root")
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.CopyFS(root, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(root, "var/log/cloud-init-output.log")
+	orig, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(orig), "\n")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hole = 10 << 30
+	if _, err := f.WriteString(first + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(orig, hole); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if fi, _ := os.Stat(log); fi.Size() < hole {
+		t.Fatalf("the log is %d bytes, want a 10 GiB sparse file", fi.Size())
+	}
+
+	want := agentIDs(t, "check", "--root", src, "--output", "json", "--now", "2024-05-01T00:10:00Z")
+	got := agentIDs(t, "check", "--root", root, "--output", "json", "--now", "2024-05-01T00:10:00Z")
+	if len(want) == 0 || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("findings %v with the sparse log, want %v as with the log alone", got, want)
+	}
+	bundle := filepath.Join(t.TempDir(), "b.tar.gz")
+	if _, stderr, code := run(t, "collect", "--root", root, "--bundle", bundle); code == ExitUsage {
+		t.Fatalf("collect: %s", stderr)
+	}
+	out := gunzip(t, bundle)
+	lines := strings.Split(strings.TrimSpace(string(orig)), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(out, last) {
+		t.Errorf("the bundle lacks the log's last line %q", last)
+	}
+	if fi, _ := os.Stat(bundle); fi.Size() > 1<<20 {
+		t.Errorf("the bundle is %d bytes: the hole was bundled", fi.Size())
+	}
+}
+
+// agentIDs runs the agent and returns its JSON report's finding IDs.
+func agentIDs(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, stderr, code := run(t, args...)
+	if code > ExitFindings {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr)
+	}
+	var r struct {
+		Findings []struct{ ID string } `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	var ids []string
+	for _, f := range r.Findings {
+		ids = append(ids, f.ID)
+	}
+	return ids
 }
