@@ -30,7 +30,7 @@ func nested(s string, depth int) string {
 	if strings.IndexByte(s, '\\') >= 0 {
 		s = jsonStrings(s, depth)
 	}
-	if strings.IndexByte(s, '%') >= 0 {
+	if strings.IndexByte(s, '%') >= 0 || strings.IndexByte(s, '+') >= 0 {
 		s = urlParts(s, depth)
 	}
 	return base64Runs(s, depth)
@@ -218,6 +218,9 @@ func isURLBreak(c byte) bool {
 }
 
 func hasEscape(s string) bool {
+	if strings.IndexByte(s, '+') >= 0 && strings.IndexByte(s, '=') >= 0 {
+		return true // a query whose blanks are "+"
+	}
 	for i := 0; i+2 < len(s); i++ {
 		if s[i] == '%' && isHex(s[i+1]) && isHex(s[i+2]) {
 			return true

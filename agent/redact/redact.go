@@ -47,13 +47,18 @@ type rule struct {
 	// blank is the next link of a Go error chain ("error downloading the secret:
 	// etcdserver: leader changed"), kept as it is: it is what diagnosis
 	// needs, and no credential format is a word ending in a colon.
-	chain  bool
+	chain bool
+	// prose: the key may stand in a sentence or an error chain ("failed
+	// to get token: unauthorized", "Using --password via the CLI"), so a
+	// value that is plainly no credential (proseValue) is kept.
+	prose  bool
 	secret []int // indexes of the groups named "s"
 }
 
 // credentialWords are the words that name a credential in key=value and
 // --flag value forms (lower case; also the hints of those rules).
 var credentialWords = []string{"password", "passwd", "passphrase", "secret", "token", "credential", "dockercfg", "dockerconfigjson",
+	"licensekey", "license-key", "license_key", "routingkey", "routing-key", "routing_key", "authkey", "auth-key", "auth_key",
 	"apikey", "api-key", "api_key", "accesskey", "access-key", "access_key", "accountkey", "account-key", "account_key", "storagekey", "storage-key", "storage_key"}
 
 // value is a credential value after its key and separator: a TOML or JSON
@@ -66,7 +71,7 @@ const value = `(?P<s>\[[^\]\n]*(?:\]|(?m:$))` +
 	`|\\"(?:[^"\\\n]|\\[^"\n])+(?:\\"|(?m:$))` +
 	`|"(?:[^"\\\n]|\\.)+(?:"|(?m:$))` +
 	`|'[^'\n]+(?:'|(?m:$))` +
-	`|(?:[^\s"'}\\]|\\[^"'\n])+)`
+	`|(?:[^\s"'{}\\]|\\[^"'\nntr])(?:[^\s"'}\\]|\\[^"'\nntr])*)`
 
 // flagValue is the value of a --flag or -p: quoted (to its closing quote) or
 // a bare word that does not start with a dash (the next flag).
@@ -113,13 +118,13 @@ var rules = []rule{
 	{re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:(?P<s>[^@\s/]*[^@\s/0-9][^@\s/]*/[^@\s]*|[^@\s/]+)@`),
 		hints: []string{"@"}},
 	// key=value, key: value, "key": "value" credentials, on one line.
-	{re: regexp.MustCompile(`(?i)\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|account[-_]?key|storage[-_]?key|credentials?|dockerconfigjson|dockercfg)` + keySep + value),
-		hints: credentialWords, chain: true},
+	{re: regexp.MustCompile(`(?i)\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|account[-_]?key|storage[-_]?key|license[-_]?key|routing[-_]?key|auth[-_]?key|credentials?|dockerconfigjson|dockercfg)(?:[-_]?(?:key(?:[-_]?base)?|value|data))?` + keySep + value),
+		hints: credentialWords, chain: true, prose: true},
 	// PASS=, DB_PASS=, FOO_PWD= (environment and shell). The bare word pass
 	// needs "=" (prose and test output say "pass:" and "PASS:"), and a bare
 	// PWD= is the shell's working directory, not a secret.
 	{re: regexp.MustCompile(`(?i)(?:\bpass\\?["']?[ \t]*=|\b[a-z0-9_.-]*[_.-](?:pass|pwd)` + keySep + `)[ \t]*` + value),
-		hints: []string{"pass", "pwd"}, chain: true},
+		hints: []string{"pass", "pwd"}, chain: true, prose: true},
 	// Registry credentials: docker config.json "auth": "<base64 of
 	// user:password>", containerd's auth = "...". (identitytoken is a token
 	// word of the rule above.)
@@ -135,8 +140,8 @@ var rules = []rule{
 	{re: regexp.MustCompile(`(?i)\b(?:login|sshpass)\b[^\n]*?[\s'"]-p` + flagSep + flagValue), hints: []string{"login", "sshpass"}},
 	// --flag value credentials (--token, --password, --client-secret,
 	// --db-pass), shell or argv list. --flag=value is a key=value.
-	{re: regexp.MustCompile(`(?i)--(?:[a-z0-9-]*(?:password|passwd|passphrase|secret|token|api-key|access-key|account-key|storage-key|creds)|(?:[a-z0-9-]*-)?pass|[a-z0-9-]*-pwd)(?:[ \t]+|["'],[ \t]*)` + flagValue),
-		hints: append([]string{"pass", "pwd", "creds"}, credentialWords...)},
+	{re: regexp.MustCompile(`(?i)--(?:[a-z0-9-]*(?:password|passwd|passphrase|secret|token|api-key|access-key|account-key|storage-key|creds|auth-?key)|auth|(?:[a-z0-9-]*-)?pass|[a-z0-9-]*-pwd)(?:[ \t]+|["'],[ \t]*)` + flagValue),
+		hints: append([]string{"pass", "pwd", "creds", "--auth"}, credentialWords...), prose: true},
 	// A credential set by a command or a config line with a blank between
 	// key and value: aws configure set aws_secret_access_key VALUE, redis'
 	// requirepass VALUE, an echo piped into a --password-stdin login,
@@ -144,7 +149,9 @@ var rules = []rule{
 	{re: regexp.MustCompile(`(?i)\b(?:configure\s+set\s+[a-z0-9_.]*(?:secret|password|token|key)[a-z0-9_.]*|requirepass|masterauth)[ \t]+` + flagValue),
 		hints: []string{"configure", "requirepass", "masterauth"}},
 	{re: regexp.MustCompile(`(?i)\becho\s+(?:-n\s+)?(?P<s>"[^"\n]+"|'[^'\n]+'|[^\s"'|]+)\s*\|[^|\n]*--password-stdin`), hints: []string{"password-stdin"}},
-	{re: regexp.MustCompile(`\bhtpasswd\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*b[A-Za-z]*\s+(?:-[A-Za-z]+\s+)*\S+\s+\S+\s+` + flagValue), hints: []string{"htpasswd"}},
+	// (-n writes to stdout: no file argument before the user.)
+	{re: regexp.MustCompile(`\bhtpasswd\s+-[A-Za-mo-z]*b[A-Za-mo-z]*\s+\S+\s+\S+\s+` + flagValue), hints: []string{"htpasswd"}},
+	{re: regexp.MustCompile(`\bhtpasswd\s+-(?:[A-Za-z]*b[A-Za-z]*n|[A-Za-z]*n[A-Za-z]*b)[A-Za-z]*\s+\S+\s+` + flagValue), hints: []string{"htpasswd"}},
 	// XML elements that hold a credential: <password>, <UserPassword>
 	// (Azure's ovf-env.xml), <AdminPassword>, <ClientSecret>.
 	{re: regexp.MustCompile(`(?i)<(?:[a-z0-9_:-]*(?:password|passwd|secret|token|accountkey|accesskey|apikey|privatekey))>(?P<s>[^<\n]+)</`),
@@ -160,6 +167,50 @@ var rules = []rule{
 	// Azure AD client secrets: three characters, a digit, "Q~", then 31
 	// to 34 more (the format of secrets made since 2021).
 	{re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_~.-])(?P<s>[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})`), hints: []string{"q~"}},
+	// _PAT=: a personal access token in the environment (AZURE_DEVOPS_EXT_PAT).
+	{re: regexp.MustCompile(`(?i)\b[a-z0-9_]*_pat` + keySep + value), hints: []string{"_pat"}},
+	// An ARM or Bicep parameter whose name is a credential: "adminPassword":
+	// {"value": "..."}; and the "value" of an Azure storage key listing or
+	// a Key Vault secret, which other keys of the object name.
+	{re: regexp.MustCompile(`(?i)(?:password|secret|token|key)[a-z0-9_]*\\?"\s*:\s*\{\s*\\?"value\\?"\s*:\s*(?P<s>\\?"(?:[^"\\\n]|\\[^"\n])+\\?")`),
+		hints: []string{"value"}},
+	{re: regexp.MustCompile(`(?i)(?:"keyname"|\.vault\.azure\.net/secrets/)[^\n]*?"value"\s*:\s*(?P<s>"(?:[^"\\\n]|\\.)+")`), hints: []string{"keyname", "vault.azure.net/secrets/"}},
+	// Multi-line: a Kubernetes env entry whose name is a credential, its
+	// value on the next line; kubeadm's certificate key on the line after
+	// "Using certificate key:"; the values of a chpasswd list; a <Value>
+	// inside an XML password element.
+	{re: regexp.MustCompile(`(?i)name:[ \t]*["']?[a-z0-9_]*(?:secret|password|passwd|token|_key|_pass|_pwd|credentials?)["']?[ \t]*\n[ \t]*value:[ \t]*` + value),
+		hints: []string{"value:"}},
+	{re: regexp.MustCompile(`(?i)certificate key:\s*(?P<s>[0-9a-f]{32,})`), hints: []string{"certificate key:"}},
+	{re: regexp.MustCompile(`(?i)password>\s*<value>(?P<s>[^<\n]+)</value>`), hints: []string{"<value>"}},
+	{re: regexp.MustCompile(`(?m)^[ \t]+[a-z_][a-z0-9_.-]*:(?P<s>[^\s:]+)[ \t]*$`), hints: []string{"chpasswd"}, pre: func(l string) bool { return strings.Contains(l, "list:") || strings.Contains(l, "users:") }},
+	// The base64 lines of a private key cut before its BEGIN line.
+	{re: regexp.MustCompile(`(?m)(?:^|[=:\s])(?P<s>[ \t]*[A-Za-z0-9+/]{16,}={0,2}[ \t]*\n(?:[ \t]*[A-Za-z0-9+/=]{16,}[ \t]*\n)*)-----END [A-Z0-9 ]*PRIVATE KEY`), hints: []string{"private key"}},
+	// Commands whose argument is a password: mysql -pPASSWORD (glued),
+	// ssh-keygen -N, ldapsearch/ldapmodify -w, ipmitool -P, rabbitmqctl
+	// add_user USER PW, useradd/usermod -p HASH, net user NAME PW,
+	// ConvertTo-SecureString 'PW', an echo piped into sudo -S or chpasswd.
+	{re: regexp.MustCompile(`\bmysql(?:dump|admin)?\b[^\n|;]*?\s-p(?P<s>[^\s'"-][^\s'"]*|'[^'\n]+'|"[^"\n]+")`), hints: []string{"mysql"}},
+	{re: regexp.MustCompile(`\bssh-keygen\b[^\n|;]*?\s-N` + flagSep + flagValue), hints: []string{"ssh-keygen"}},
+	{re: regexp.MustCompile(`\bldap[a-z]*\b[^\n|;]*?\s-w` + flagSep + flagValue), hints: []string{"ldap"}},
+	{re: regexp.MustCompile(`\bipmitool\b[^\n|;]*?\s-P` + flagSep + flagValue), hints: []string{"ipmitool"}},
+	{re: regexp.MustCompile(`\brabbitmqctl\s+(?:add_user|change_password)\s+\S+\s+` + flagValue), hints: []string{"rabbitmqctl"}},
+	{re: regexp.MustCompile(`\buser(?:add|mod)\b[^\n|;]*?\s-p` + flagSep + flagValue), hints: []string{"useradd", "usermod"}},
+	{re: regexp.MustCompile(`(?i)\bnet\s+user\s+\S+\s+(?P<s>[^\s/][^\s]*)`), hints: []string{"net user"}},
+	{re: regexp.MustCompile(`(?i)ConvertTo-SecureString\s+(?:-String\s+)?` + flagValue), hints: []string{"converto-securestring", "convertto-securestring"}},
+	{re: regexp.MustCompile(`\becho\s+(?:-[ne]+\s+)?(?P<s>"[^"\n]+"|'[^'\n]+'|[^\s"'|]+)\s*\|\s*(?:sudo\s+-S|chpasswd|passwd\s+--stdin)`), hints: []string{"sudo", "chpasswd", "passwd"}},
+	// Password hashes (crypt: $1$, $5$, $6$, $y$, bcrypt $2y$): a hash of a
+	// password is as good as one for an offline guess.
+	{re: regexp.MustCompile(`(?P<s>\$(?:2[aby]?\$[0-9]{2}\$[./A-Za-z0-9]{53}|[156y]\$[^$\s'"]*\$[./A-Za-z0-9]{20,}))`), hints: []string{"$"}},
+	// A Go MySQL DSN: user:password@tcp(host:port)/db.
+	{re: regexp.MustCompile(`[A-Za-z0-9_.-]+:(?P<s>[^@\s/"']+)@(?:tcp|unix)\(`), hints: []string{"@tcp(", "@unix("}},
+	// Webhook URLs whose path is the credential (Slack, Discord, Teams),
+	// a Telegram bot token, the X-Amz-Security-Token header.
+	{re: regexp.MustCompile(`hooks\.slack\.com/services/[A-Z0-9]+/[A-Z0-9]+/(?P<s>[A-Za-z0-9]+)`), hints: []string{"hooks.slack.com"}},
+	{re: regexp.MustCompile(`discord(?:app)?\.com/api/webhooks/[0-9]+/(?P<s>[A-Za-z0-9_-]+)`), hints: []string{"/api/webhooks/"}},
+	{re: regexp.MustCompile(`(?i)webhook\.office\.com/webhookb2/\S*?/IncomingWebhook/(?P<s>[0-9a-f]+)/[0-9a-f-]+/(?P<s>[A-Za-z0-9_-]+)`), hints: []string{"incomingwebhook"}},
+	{re: regexp.MustCompile(`\bbot[0-9]{6,}:(?P<s>[A-Za-z0-9_-]{30,})`), hints: []string{"bot"}},
+	{re: regexp.MustCompile(`(?i)x-amz-security-token['"]?\s*[:=]\s*b?['"]?(?P<s>[A-Za-z0-9+/=]{16,})`), hints: []string{"x-amz-security-token"}},
 	// A token as the whole user info of a URL (https://TOKEN@github.com/).
 	{re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://(?P<s>[A-Za-z0-9_-]{20,})@`), hints: []string{"@"}},
 }
@@ -197,6 +248,15 @@ func (r *rule) apply(s string) string {
 			if r.chain && chainLink(s, start, end) {
 				continue
 			}
+			if r.prose && proseValue(s[start:end]) {
+				continue
+			}
+			if strings.Trim(s[start:end], `\`) == "" {
+				// Only the escapes of a quote deeper in (a JSON string
+				// holding \"x\"): the value is past them, for the
+				// decoding of nested to find.
+				continue
+			}
 			b.WriteString(s[last:start])
 			b.WriteString(mask(s[start:end]))
 			last = end
@@ -204,6 +264,44 @@ func (r *rule) apply(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// notCredentials are words that follow a credential's key in prose and
+// errors, never as its value.
+var notCredentials = map[string]bool{
+	"true": true, "false": true, "null": true, "nil": true, "none": true, "yes": true, "no": true,
+	"via": true, "is": true, "was": true, "the": true, "a": true, "an": true, "and": true, "or": true, "to": true, "for": true, "from": true, "of": true, "in": true, "on": true, "with": true,
+	"unauthorized": true, "forbidden": true, "expired": true, "invalid": true, "denied": true, "required": true, "missing": true,
+	"empty": true, "unknown": true, "not": true, "unexpected": true, "failed": true, "error": true, "refused": true, "rejected": true,
+	"secret": true, "secrets": true, "token": true, "tokens": true, "password": true, "passwords": true, "credentials": true,
+}
+
+// kubeRef is a namespaced object name (kube-system/bootstrap-token-abcdef):
+// a Secret's name, not its content.
+var kubeRef = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`)
+
+// filePath is an absolute path (a credentials file, not a credential).
+var filePath = regexp.MustCompile(`^/[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)+$`)
+
+// proseValue says whether the value v (quotes included) is plainly not a
+// credential: a word of prose or of an error, a boolean, one character, an
+// HTTP status,
+// a namespaced object name, a file path, a JSONPath or template.
+func proseValue(v string) bool {
+	w := strings.Trim(v, `"'\`)
+	switch {
+	case notCredentials[strings.ToLower(strings.TrimRight(w, ".,;"))]:
+		return true
+	case len(w) <= 1: // b'...' of a Python bytes value, a stray letter
+		return true
+	case len(w) == 3 && strings.Trim(w, "0123456789") == "":
+		return true
+	case kubeRef.MatchString(w), filePath.MatchString(w):
+		return true
+	case strings.HasPrefix(w, "{") && strings.HasSuffix(w, "}"):
+		return true
+	}
+	return false
 }
 
 // chainLink reports whether the bare value s[start:end], after a ":", is the
@@ -231,22 +329,52 @@ func mask(v string) string {
 	return Mark
 }
 
-// KeyBlock follows private key blocks (PEM and PGP) across the lines of a
-// text, for code that handles a file line by line (String sees one line at a
-// time and cannot know that a base64 line sits inside a key). Every line
-// inside a block is redacted, the short last line of the body and the PGP
-// armor headers and checksum included.
-type KeyBlock struct{ inside bool }
+// KeyBlock follows, across the lines of a text, the secrets that span
+// lines, for code that handles a file line by line (String sees one line at
+// a time and cannot know that a base64 line sits inside a key): private key
+// blocks (PEM and PGP: every line inside, the short last line of the body
+// and the PGP armor headers and checksum included), kubeadm's certificate
+// key on the line after "Using certificate key:", the value: line after a
+// Kubernetes env name that is a credential, the user:password lines of a
+// cloud-init chpasswd list, and the <Value> inside an XML password element.
+type KeyBlock struct {
+	inside bool
+	// next: the next line holds a secret of this kind.
+	next nextSecret
+	// listIndent: inside a chpasswd list, the indentation of its "list:"
+	// (-1 when not in one); chpasswd: a "chpasswd:" key was seen.
+	chpasswd   bool
+	listIndent int
+	inList     bool
+}
+
+type nextSecret int
+
+const (
+	nextNone nextSecret = iota
+	nextCertificateKey
+	nextEnvValue
+	nextXMLValue
+)
 
 var (
 	keyMaterial = regexp.MustCompile(`^\s*[A-Za-z0-9+/]{64,}={0,2}\s*$`)
 	hexOnly     = regexp.MustCompile(`^\s*[0-9a-fA-F]+\s*$`)
 	beginKey    = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
 	endKey      = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
+	certKeyLine = regexp.MustCompile(`(?i)certificate key:\s*$`)
+	envCredName = regexp.MustCompile(`(?i)^\s*(?:-\s+)?name:\s*["']?[a-z0-9_]*(?:secret|password|passwd|token|_key|_pass|_pwd|credentials?)["']?\s*$`)
+	envValue    = regexp.MustCompile(`^(\s*value:\s*)\S.*$`)
+	xmlPassword = regexp.MustCompile(`(?i)<[a-z0-9_:-]*password>\s*$`)
+	xmlValue    = regexp.MustCompile(`(?i)^(\s*<value>)[^<]+(</value>.*)$`)
+	chpasswdKey = regexp.MustCompile(`^\s*chpasswd:\s*$`)
+	listKey     = regexp.MustCompile(`^(\s*)list:\s*\|`)
+	userPass    = regexp.MustCompile(`^(\s*[a-z_][a-z0-9_.-]*:)\S+\s*$`)
 )
 
-// Line returns line, or Mark when it lies inside a private key block. The
-// BEGIN and END lines are left to String.
+// Line returns line, or line with its secret replaced by Mark (the whole
+// line when it lies inside a private key block). The BEGIN and END lines
+// are left to String.
 func (k *KeyBlock) Line(line string) string {
 	if k.inside {
 		if endKey.MatchString(line) {
@@ -255,6 +383,9 @@ func (k *KeyBlock) Line(line string) string {
 		}
 		return Mark
 	}
+	if out, ok := k.multiLine(line); ok {
+		return out
+	}
 	if !strings.Contains(line, "-----BEGIN ") {
 		return line // the regexp's literal prefix, checked without it
 	}
@@ -262,6 +393,50 @@ func (k *KeyBlock) Line(line string) string {
 		k.inside = true
 	}
 	return line
+}
+
+// multiLine handles the secrets other than key blocks; ok says that line
+// was rewritten.
+func (k *KeyBlock) multiLine(line string) (string, bool) {
+	next := k.next
+	k.next = nextNone
+	switch next {
+	case nextCertificateKey:
+		if hexOnly.MatchString(line) && len(strings.TrimSpace(line)) >= 32 {
+			return Mark, true
+		}
+	case nextEnvValue:
+		if m := envValue.FindStringSubmatch(line); m != nil {
+			return m[1] + Mark, true
+		}
+	case nextXMLValue:
+		if m := xmlValue.FindStringSubmatch(line); m != nil {
+			return m[1] + Mark + m[2], true
+		}
+	}
+	if k.inList {
+		indent := len(line) - len(strings.TrimLeft(line, " \t"))
+		if strings.TrimSpace(line) != "" && indent <= k.listIndent {
+			k.inList, k.chpasswd = false, false
+		} else if m := userPass.FindStringSubmatch(line); m != nil {
+			return m[1] + Mark, true
+		}
+	}
+	switch {
+	case certKeyLine.MatchString(line):
+		k.next = nextCertificateKey
+	case envCredName.MatchString(line):
+		k.next = nextEnvValue
+	case xmlPassword.MatchString(line):
+		k.next = nextXMLValue
+	case chpasswdKey.MatchString(line):
+		k.chpasswd = true
+	case k.chpasswd:
+		if m := listKey.FindStringSubmatch(line); m != nil {
+			k.inList, k.listIndent = true, len(m[1])
+		}
+	}
+	return line, false
 }
 
 // maxRounds bounds the passes of String: a replacement can, in principle,
