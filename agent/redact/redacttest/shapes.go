@@ -225,13 +225,20 @@ func Marker(sh Shape, f Form) string { return fmt.Sprintf("nd-shape-%04d-%s", sh
 // Plant returns the text of a cloud-init output log that holds every shape
 // in every form, each line tagged with its Marker and stated as an error (so
 // that the agent keeps it as evidence), the lines of a multi-line shape
-// following its tagged first line.
+// following its tagged first line (and a key cut off by an END line of the
+// test's).
 func Plant(shapes []Shape) string {
 	var b strings.Builder
 	b.WriteString("Cloud-init v. 24.4-0ubuntu1~24.04.1 running 'modules:final' at Mon, 01 Dec 2026 10:00:00 +0000. Up 20.00 seconds.\n")
 	for _, sh := range shapes {
 		for _, f := range Forms {
 			fmt.Fprintf(&b, "%s error: %s\n", Marker(sh, f), f.In(sh.Text))
+			if in := f.In(sh.Text); strings.LastIndex(in, "-----BEGIN ") > strings.LastIndex(in, "-----END ") {
+				// A key cut off: a reader takes every line after it
+				// for the key's until an END line; end it here so that
+				// the next shapes are read as themselves.
+				fmt.Fprintf(&b, "%s-end -----END PRIVATE KEY-----\n", Marker(sh, f))
+			}
 		}
 	}
 	b.WriteString("Cloud-init v. 24.4-0ubuntu1~24.04.1 finished at Mon, 01 Dec 2026 10:05:00 +0000. Datasource DataSourceAzure [seed=/dev/sr0].  Up 320.00 seconds\n")
