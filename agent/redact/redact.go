@@ -197,7 +197,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`\brabbitmqctl\s+(?:add_user|change_password)\s+\S+\s+` + flagValue), hints: []string{"rabbitmqctl"}},
 	{re: regexp.MustCompile(`\buser(?:add|mod)\b[^\n|;]*?\s-p` + flagSep + flagValue), hints: []string{"useradd", "usermod"}},
 	{re: regexp.MustCompile(`(?i)\bnet\s+user\s+\S+\s+(?P<s>[^\s/][^\s]*)`), hints: []string{"net user"}},
-	{re: regexp.MustCompile(`(?i)ConvertTo-SecureString\s+(?:-String\s+)?` + flagValue), hints: []string{"converto-securestring", "convertto-securestring"}},
+	{re: regexp.MustCompile(`(?i)ConvertTo-SecureString\s+(?:-String\s+)?` + flagValue), hints: []string{"convertto-securestring"}},
 	{re: regexp.MustCompile(`\becho\s+(?:-[ne]+\s+)?(?P<s>"[^"\n]+"|'[^'\n]+'|[^\s"'|]+)\s*\|\s*(?:sudo\s+-S|chpasswd|passwd\s+--stdin)`), hints: []string{"sudo", "chpasswd", "passwd"}},
 	// Password hashes (crypt: $1$, $5$, $6$, $y$, bcrypt $2y$): a hash of a
 	// password is as good as one for an offline guess.

@@ -140,3 +140,40 @@ func TestAnalyzeBundlesGiveTheLiveVerdict(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+// TestAnalyzeRunsNothingOfAHostTree: analyze of a host tree (a copied root)
+// never runs its binaries: a canary kubelet that would leave a mark is read
+// as a file only.
+func TestAnalyzeRunsNothingOfAHostTree(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	marker := filepath.Join(t.TempDir(), "ran")
+	canary := "#!/bin/sh\ntouch " + marker + "\necho 'Kubernetes v1.35.0'\n"
+	files := map[string]string{
+		"etc/hostname":          "copied-node\n",
+		"etc/sysconfig/kubelet": "KUBELET_EXTRA_ARGS=--pod-infra-container-image=x\n",
+	}
+	for _, b := range []string{"usr/bin/kubelet", "usr/bin/kubeadm", "usr/bin/kubectl", "usr/bin/containerd", "usr/bin/crictl", "usr/bin/runc"} {
+		files[b] = canary
+	}
+	for p, body := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []string{"markdown", "json"} {
+		r := run(t, "analyze", root, "-o", o)
+		if r.code() > 1 {
+			t.Fatalf("analyze -o %s: %s", o, r)
+		}
+		if !strings.Contains(r.stdout, "copied-node") {
+			t.Errorf("analyze -o %s did not read the tree:\n%s", o, r)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("analyze ran a binary of the host tree")
+	}
+}
