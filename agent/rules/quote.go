@@ -29,6 +29,38 @@ func clip(s string) string {
 	return s[:cut] + "…"
 }
 
+// clipAround is clip for a line whose proof is the span re matches: a line
+// over MaxExcerpt keeps the match, a quarter of the excerpt before it and
+// what follows, not the line's start ("...: not found" at the end of a long
+// kubelet error is what proves it). Without a match it is clip.
+func clipAround(s string, re interface{ FindStringIndex(string) []int }) string {
+	s = redact.String(s)
+	if len(s) <= MaxExcerpt {
+		return s
+	}
+	loc := re.FindStringIndex(s)
+	if loc == nil || loc[0] < MaxExcerpt/4 {
+		return clip(s)
+	}
+	start := loc[0] - MaxExcerpt/4
+	end := start + MaxExcerpt
+	if end > len(s) {
+		end = len(s)
+		start = end - MaxExcerpt
+	}
+	for start < len(s) && (s[start]&0xC0) == 0x80 {
+		start++
+	}
+	for end > start && end < len(s) && (s[end]&0xC0) == 0x80 {
+		end--
+	}
+	out := "…" + s[start:end]
+	if end < len(s) {
+		out += "…"
+	}
+	return out
+}
+
 // QuoteLine quotes a line of a file.
 func QuoteLine(sl *nodediagv1.SourceLine) *nodediagv1.Quote {
 	if sl == nil || sl.Text == "" {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -56,5 +57,25 @@ func TestQuoteExecNamesTheMethod(t *testing.T) {
 		if got := QuoteExec(b).GetSource(); got != want {
 			t.Errorf("method %s: source %q, want %q", method, got, want)
 		}
+	}
+}
+
+// TestClipAroundKeepsTheMatch: a long line is quoted around what proves
+// it, not from its start.
+func TestClipAroundKeepsTheMatch(t *testing.T) {
+	re := regexp.MustCompile(`failed to resolve reference "[^"]*": [^"]*not found`)
+	line := `E0501 10:00:00.000000 1 remote_image.go:180] "PullImage from image service failed" err="` + strings.Repeat("x", 1500) + ` failed to resolve reference "registry.example/app:v1": registry.example/app:v1: not found" image="registry.example/app:v1"`
+	got := clipAround(line, re)
+	if !strings.Contains(got, "v1: not found") || !strings.HasPrefix(got, "…") {
+		t.Errorf("excerpt %q: want the match kept, the start cut", got)
+	}
+	if len(got) > MaxExcerpt+2*len("…") {
+		t.Errorf("excerpt of %d bytes, want at most %d", len(got), MaxExcerpt)
+	}
+	if short := "E0501 failed to resolve reference \"a\": not found"; clipAround(short, re) != short {
+		t.Errorf("a short line is quoted whole")
+	}
+	if nomatch := strings.Repeat("y", 2000); clipAround(nomatch, re) != clip(nomatch) {
+		t.Errorf("without a match: clip")
 	}
 }

@@ -616,7 +616,11 @@ func sigFinding(id string, ms []sigMatch) *nodediagv1.Finding {
 	}
 	picks := pickQuotes(ms, limit)
 	for _, i := range picks {
-		quotes = append(quotes, QuoteLog(ms[i].src, ms[i].line))
+		q := QuoteLog(ms[i].src, ms[i].line)
+		if q != nil && len(ms[i].line.GetText()) > MaxExcerpt {
+			q.Excerpt = clipAround(strings.TrimRight(ms[i].line.GetText(), "\r"), ms[i].sig.re)
+		}
+		quotes = append(quotes, q)
 	}
 	f := p.Finding(params, quotes...)
 	if c := ms[0].sig.Confidence; c != "" {

@@ -350,8 +350,14 @@ func (d *diag) nodeEvidence(node string, f *nodediagv1.Finding) []Evidence {
 			lines = lines[:d.o.MaxLines]
 		}
 		for i, l := range lines {
-			if len(l) > 400 {
-				lines[i] = l[:400] + "…"
+			// The agent clipped its quote around the match already
+			// (rules.MaxExcerpt): cutting it again from the start would
+			// drop what proves it. Only an oversized line is cut.
+			if n := rules.MaxExcerpt + 2*len("…"); len(l) > n {
+				for n > 0 && (l[n]&0xC0) == 0x80 {
+					n--
+				}
+				lines[i] = l[:n] + "…"
 			}
 		}
 		e.Excerpt = strings.Join(lines, "\n")
