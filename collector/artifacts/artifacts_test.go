@@ -544,3 +544,38 @@ func TestJournalNotText(t *testing.T) {
 		t.Error("the kubelet's own log was not read as /var/log/kubelet.log")
 	}
 }
+
+// TestEmptyCommandOutputIsUnknown: the collectors write a command's file
+// even when the command failed, without its stderr. An empty
+// sentinel-file-dir.txt or journal.log is unknown, not an empty directory
+// or journal: no finding concludes from it, and it is said.
+func TestEmptyCommandOutputIsUnknown(t *testing.T) {
+	root := copyTree(t)
+	dir := filepath.Join(root, "clusters/capz-e2e/machines", cpMachine)
+	for _, f := range []string{"sentinel-file-dir.txt", "journal.log"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Analyze(context.Background(), root, engine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp *Checked
+	for _, m := range res.Machines {
+		if m.Machine.Name == cpMachine {
+			cp = m.Checked
+		}
+	}
+	if cp == nil {
+		t.Fatal("the control plane machine was not checked")
+	}
+	if !containsAll(cp.Problems, "sentinel-file-dir.txt is empty", "unknown") || !containsAll(cp.Problems, "journal.log is empty", "unknown") {
+		t.Errorf("problems %v: want both empty outputs said", cp.Problems)
+	}
+	for _, f := range cp.Report.GetFindings() {
+		if f.GetId() == "BootstrapSentinelMissing" {
+			t.Errorf("an empty ls output was taken for an absent sentinel: %s", f.GetTitle())
+		}
+	}
+}

@@ -101,6 +101,10 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 			}
 			continue
 		}
+		if fi, err := os.Lstat(p); err == nil && fi.Size() == 0 {
+			v.problems = append(v.problems, fmt.Sprintf("%s is empty: the collector's journalctl printed nothing (it keeps no stderr), so this journal is unknown, not empty", name))
+			continue
+		}
 		v.problems = append(v.problems, fmt.Sprintf("%s: not journalctl's short output (short, short-precise, short-iso): not read", name))
 	}
 	for name, hp := range copies {
@@ -235,6 +239,14 @@ func (v *view) sentinels(p string) error {
 	b, err := readSmall(p)
 	if err != nil {
 		v.problems = append(v.problems, err.Error())
+		return nil
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		// The collectors keep ls's stdout only: an empty file is an ls
+		// that failed (no such directory, or no answer from the machine
+		// at all) as much as an empty directory. Neither the directory
+		// nor its sentinel is known: nothing is recreated, and it is said.
+		v.problems = append(v.problems, fmt.Sprintf("%s is empty: ls /run/cluster-api printed nothing (the collector keeps no stderr), so whether the directory and its sentinel exist is unknown", sentinelFile))
 		return nil
 	}
 	names, exists := parseListing(b)
