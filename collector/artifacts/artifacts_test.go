@@ -579,3 +579,39 @@ func TestEmptyCommandOutputIsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorPreamble: CAPZ's collector writes cloud-init-output.log
+// after its own lines (the wait, cloud-init status --wait's verdict, "Found
+// ..., reading contents:"), and "... not found" for a log the node lacks.
+// The log is read from its first line of its own, the verdict is said, and
+// an absent log is not taken for an empty one.
+func TestCollectorPreamble(t *testing.T) {
+	root := copyTree(t)
+	dir := filepath.Join(root, "clusters/capz-e2e/machines", workerMachine)
+	orig, err := os.ReadFile(filepath.Join(dir, "cloud-init-output.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := Analyze(context.Background(), copyTree(t), engine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := "Waiting for cloud-init to complete before collecting output log...\n..........\nstatus: error\nFound cloud-init-output.log, reading contents:\n"
+	os.WriteFile(filepath.Join(dir, "cloud-init-output.log"), append([]byte(pre), orig...), 0o644)
+	os.WriteFile(filepath.Join(dir, "cloud-init.log"), []byte("cloud-init.log not found\n"), 0o644)
+	res, err := Analyze(context.Background(), root, engine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Machines[1].Checked
+	if !containsAll(w.Problems, `status --wait said "status: error"`) || !containsAll(w.Problems, "found no /var/log/cloud-init.log") {
+		t.Errorf("problems %v: want the verdict and the absent log said", w.Problems)
+	}
+	if got, want := top(w.Report), top(before.Machines[1].Checked.Report); got != want {
+		t.Errorf("top finding %q with the preamble, %q without", got, want)
+	}
+	js := w.Report.String()
+	if strings.Contains(js, "Waiting for cloud-init to complete") || strings.Contains(js, "reading contents:") {
+		t.Errorf("the collector's own lines were read as the node's log")
+	}
+}

@@ -78,6 +78,11 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 	}
 	defer os.RemoveAll(tmp)
 	v := &view{root: tmp, files: map[string]string{}, recorded: host.Recorded{}}
+	defer func() {
+		if v.scratch != "" {
+			os.RemoveAll(v.scratch)
+		}
+	}()
 
 	var texts []journal.TextExport
 	for _, x := range exports {
@@ -112,7 +117,11 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 			continue
 		}
 		if p, ok := m.Files[name]; ok {
-			if err := v.place(hp, p); err != nil {
+			place := v.place
+			if name == "cloud-init-output.log" || name == "cloud-init.log" {
+				place = func(hp, p string) error { return v.placeCollected(name, hp, p) }
+			}
+			if err := place(hp, p); err != nil {
 				return nil, err
 			}
 		}
@@ -191,6 +200,8 @@ type view struct {
 	files    map[string]string // host path → tree file
 	recorded host.Recorded
 	problems []string
+	// scratch holds the logs rewritten without a collector's preamble.
+	scratch string
 }
 
 // place puts an empty placeholder at host path hp (so that directory
