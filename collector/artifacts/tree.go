@@ -7,9 +7,13 @@
 //	    kubelet.log       the same, -u kubelet.service
 //	    containerd.log    the same, -u containerd.service
 //	    kern.log          the same, -k
-//	    cloud-init.log, cloud-init-output.log   copies of /var/log's
+//	    cloud-init.log, cloud-init-output.log   /var/log's, after CAPZ's
+//	                                            preamble (see collected.go)
 //	    kubelet-version.txt                     kubelet --version
-//	    sentinel-file-dir.txt                   ls /run/cluster-api/
+//	    sentinel-file-dir.txt                   ls -la /run/cluster-api/
+//
+// (each file written even when its command failed, with stdout only: an
+// empty one is unknown, not empty)
 //	clusters/CLUSTER/machine-pools/POOL/INSTANCE/   the same, per pool instance
 //	clusters/MGMT/resources/NAMESPACE/KIND/NAME.yaml  DumpAllResources
 //
