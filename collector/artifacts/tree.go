@@ -14,6 +14,7 @@
 //
 // (each file written even when its command failed, with stdout only: an
 // empty one is unknown, not empty)
+//
 //	clusters/CLUSTER/machine-pools/POOL/INSTANCE/   the same, per pool instance
 //	clusters/MGMT/resources/NAMESPACE/KIND/NAME.yaml  DumpAllResources
 //
