@@ -11,12 +11,11 @@
 //	                                            preamble (see collected.go)
 //	    kubelet-version.txt                     kubelet --version
 //	    sentinel-file-dir.txt                   ls -la /run/cluster-api/
-//
-// (each file written even when its command failed, with stdout only: an
-// empty one is unknown, not empty)
-//
 //	clusters/CLUSTER/machine-pools/POOL/INSTANCE/   the same, per pool instance
 //	clusters/MGMT/resources/NAMESPACE/KIND/NAME.yaml  DumpAllResources
+//
+// (each machine file is written even when its command failed, with its
+// stdout only: an empty one is unknown, not empty)
 //
 // (names and commands as in kubernetes-sigs/cluster-api-provider-azure
 // test/e2e/azure_logcollector.go and cluster-api test/framework's
