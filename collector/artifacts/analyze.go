@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -138,6 +140,14 @@ func (r *Result) reportsOf(cluster string) []incident.NodeReport {
 			continue
 		}
 		nr := incident.NodeReport{Report: m.Checked.Report, Machine: m.Machine.Name}
+		if m.Machine.Pool != "" {
+			// machine-pools/POOL/COMPUTERNAME/: the Machines of a pool
+			// are not named after the directory.
+			nr.Machine = ""
+			if id, ok := vmssInstanceID(m.Machine.Name); ok {
+				nr.PoolInstance = m.Machine.Pool + "/virtualmachines/" + id
+			}
+		}
 		switch m.Machine.Cluster {
 		case cluster:
 			mine = append(mine, nr)
@@ -185,3 +195,18 @@ func readResources(paths []string) ([]*unstructured.Unstructured, []string) {
 
 // IsNoFailure says whether err is a build log without failure.
 func IsNoFailure(err error) bool { return errors.Is(err, ErrNoFailure) }
+
+// vmssInstanceID reads the instance ID of a VMSS instance of uniform
+// orchestration from its computer name: the scale set's computer name
+// prefix, then the instance ID in six base-36 digits (vmss000000 is
+// instance 0, vmss00000a instance 10).
+func vmssInstanceID(computerName string) (string, bool) {
+	if len(computerName) <= 6 {
+		return "", false
+	}
+	n, err := strconv.ParseUint(strings.ToLower(computerName[len(computerName)-6:]), 36, 64)
+	if err != nil {
+		return "", false
+	}
+	return strconv.FormatUint(n, 10), true
+}

@@ -615,3 +615,12 @@ func TestCollectorPreamble(t *testing.T) {
 		t.Errorf("the collector's own lines were read as the node's log")
 	}
 }
+
+func TestVMSSInstanceID(t *testing.T) {
+	for name, want := range map[string]string{"capz-mp-0000000": "0", "capz-mp-000000a": "10", "capz-mp-00000Z1": "1261", "short": "", "capz-mp-0-x!": ""} {
+		got, ok := vmssInstanceID(name)
+		if got != want || ok != (want != "") {
+			t.Errorf("vmssInstanceID(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+}

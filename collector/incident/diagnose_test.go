@@ -121,6 +121,29 @@ func TestJoin(t *testing.T) {
 	}
 }
 
+// A machine pool instance's report (a CI tree's machine-pools/POOL/
+// COMPUTERNAME/) joins the pool's Machine whose provider ID names that VMSS
+// instance, even before the Machine has a nodeRef.
+func TestJoinPoolInstance(t *testing.T) {
+	inst := func(name, id string) *capi.Machine {
+		m := machine(name, name, "Provisioned", "v1.32.3", false)
+		m.NodeRef.Name = ""
+		pid := "azure:///subscriptions/S/resourceGroups/RG/providers/Microsoft.Compute/virtualMachineScaleSets/capz-mp-0/virtualMachines/" + id
+		m.ProviderID, m.Infra.ProviderID = pid, pid
+		return m
+	}
+	c := cluster(inst("capz-mp-0-1", "1"), inst("capz-mp-0-10", "10"))
+	r := agentReport(t, "healthy-worker")
+	r.Host.Hostname, r.Host.NodeName = "capz-mp-0-00000a", "capz-mp-0-00000a"
+	got := Join(c, []NodeReport{{Report: r, PoolInstance: "capz-mp-0/virtualMachines/10"}})
+	if got[1].Node == nil || got[1].MatchedBy != MatchPoolInstance {
+		t.Errorf("capz-mp-0-10: joined by %q, want %q", got[1].MatchedBy, MatchPoolInstance)
+	}
+	if got[0].Node != nil {
+		t.Errorf("capz-mp-0-1 joined the report of instance 10")
+	}
+}
+
 func TestNormalizeProviderID(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"three slashes", "azure:///subscriptions/S/resourceGroups/RG/x/", "azure:///subscriptions/s/resourcegroups/rg/x"},

@@ -19,6 +19,12 @@ type NodeReport struct {
 	// for, when its source says so: a CI artifact tree keeps each
 	// Machine's logs in machines/NAME/.
 	Machine string
+	// PoolInstance is the VMSS instance the report stands for, when its
+	// source says so ("POOL/virtualMachines/ID": a CI artifact tree keeps
+	// a machine pool instance's logs in machine-pools/POOL/COMPUTERNAME/,
+	// and the computer name carries the instance ID). It joins the
+	// pool's Machine whose provider ID names that instance.
+	PoolInstance string
 }
 
 // Reports wraps bare reports (files, bundles) as NodeReports.
@@ -60,10 +66,11 @@ func (n NodeReport) ProviderID() string {
 
 // Match keys, strongest first.
 const (
-	MatchMachineDir = "artifact-directory"
-	MatchProviderID = "providerID"
-	MatchNodeRef    = "nodeRef"
-	MatchInfraName  = "infra-machine-name"
+	MatchMachineDir   = "artifact-directory"
+	MatchPoolInstance = "pool-instance"
+	MatchProviderID   = "providerID"
+	MatchNodeRef      = "nodeRef"
+	MatchInfraName    = "infra-machine-name"
 )
 
 // MachineNode is a Machine with the node report joined to it. Machine is nil
@@ -93,7 +100,8 @@ func NormalizeProviderID(id string) string {
 
 // Join pairs every Machine of c with its node report. Keys, in order of
 // trust: the Machine's name ↔ the directory the report was read from (CI
-// artifact trees); the provider ID (the Machine's spec.providerID or its infra
+// artifact trees); a VMSS instance's provider ID ↔ the pool instance a CI
+// tree's machine-pools/ directory names; the provider ID (the Machine's spec.providerID or its infra
 // machine's ↔ the Hello's, or the kubelet's --provider-id); status.nodeRef's
 // name ↔ the node name; the infra machine's name (an AzureMachine's name is
 // the VM's, hence the host's name) ↔ the host or node name. Each report
@@ -119,6 +127,17 @@ func Join(c *capi.Cluster, reports []NodeReport) []MachineNode {
 			}
 			return []string{n.Machine}
 		}},
+		{MatchPoolInstance, func(m *capi.Machine) []string {
+			var out []string
+			for _, id := range []string{m.ProviderID, infraProviderID(m)} {
+				// .../virtualMachineScaleSets/POOL/virtualMachines/ID
+				id = NormalizeProviderID(id)
+				if _, inst, ok := strings.Cut(id, "/virtualmachinescalesets/"); ok {
+					out = append(out, inst)
+				}
+			}
+			return out
+		}, func(n NodeReport) []string { return normAll([]string{n.PoolInstance}, strings.ToLower) }},
 		{MatchProviderID, func(m *capi.Machine) []string {
 			ids := []string{m.ProviderID}
 			if m.Infra != nil {
@@ -181,6 +200,13 @@ func Join(c *capi.Cluster, reports []NodeReport) []MachineNode {
 	}
 	sort.SliceStable(rest, func(a, b int) bool { return rest[a].Node.NodeName() < rest[b].Node.NodeName() })
 	return append(out, rest...)
+}
+
+func infraProviderID(m *capi.Machine) string {
+	if m.Infra == nil {
+		return ""
+	}
+	return m.Infra.ProviderID
 }
 
 func normAll(vs []string, f func(string) string) []string {
