@@ -76,11 +76,34 @@ func (d *span) rewrite(src string, depth int, encode func(string) string) (strin
 	return src[:from] + encode(red[p:len(red)-q]) + src[to:], true
 }
 
+// splice builds a copy of a text with some of its parts replaced, left to
+// right; the text itself when nothing was.
+type splice struct {
+	b       strings.Builder
+	last    int
+	changed bool
+}
+
+// replace puts with in place of s[i:j] (i at or after the previous j).
+func (p *splice) replace(s string, i, j int, with string) {
+	p.b.WriteString(s[p.last:i])
+	p.b.WriteString(with)
+	p.last, p.changed = j, true
+}
+
+// result is s with the replacements made.
+func (p *splice) result(s string) string {
+	if !p.changed {
+		return s
+	}
+	p.b.WriteString(s[p.last:])
+	return p.b.String()
+}
+
 // jsonStrings redacts the decoded text of every double-quoted string that
 // holds a backslash escape.
 func jsonStrings(s string, depth int) string {
-	var b strings.Builder
-	last := 0
+	var p splice
 	for i := 0; i < len(s); i++ {
 		if s[i] != '"' {
 			continue
@@ -99,18 +122,12 @@ func jsonStrings(s string, depth int) string {
 		if escaped {
 			d := decodeJSON(s, i+1, j)
 			if out, ok := d.rewrite(s[i+1:j], depth, jsonEscape); ok {
-				b.WriteString(s[last : i+1])
-				b.WriteString(out)
-				last = j
+				p.replace(s, i+1, j, out)
 			}
 		}
 		i = j
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return p.result(s)
 }
 
 // decodeJSON decodes the JSON string escapes of s[from:to]; offsets are
@@ -185,8 +202,7 @@ func jsonEscape(s string) string {
 // urlParts redacts the decoded text of every blank-separated part that holds
 // a %XX escape.
 func urlParts(s string, depth int) string {
-	var b strings.Builder
-	last := 0
+	var p splice
 	for i := 0; i < len(s); {
 		if isURLBreak(s[i]) {
 			i++
@@ -199,18 +215,12 @@ func urlParts(s string, depth int) string {
 		if hasEscape(s[i:j]) {
 			d := decodeURL(s[i:j])
 			if out, ok := d.rewrite(s[i:j], depth, url.QueryEscape); ok {
-				b.WriteString(s[last:i])
-				b.WriteString(out)
-				last = j
+				p.replace(s, i, j, out)
 			}
 		}
 		i = j
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return p.result(s)
 }
 
 func isURLBreak(c byte) bool {
@@ -255,8 +265,7 @@ func decodeURL(s string) *span {
 // base64Runs replaces with Mark every run of base64 that decodes to text
 // holding a secret.
 func base64Runs(s string, depth int) string {
-	var b strings.Builder
-	last := 0
+	var p splice
 	for i := 0; i < len(s); {
 		if !isBase64(s[i]) {
 			i++
@@ -272,18 +281,12 @@ func base64Runs(s string, depth int) string {
 		}
 		if j-i >= minBase64 {
 			if text, ok := decodeBase64(s[i:j]); ok && redact(text, depth+1) != text {
-				b.WriteString(s[last:i])
-				b.WriteString(Mark)
-				last = k
+				p.replace(s, i, k, Mark)
 			}
 		}
 		i = k
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return p.result(s)
 }
 
 func isBase64(c byte) bool {

@@ -42,6 +42,13 @@ type Shape struct {
 
 func (s Shape) String() string { return fmt.Sprintf("shapes.txt:%d [%s]", s.Line, s.Section) }
 
+// LineByLineLimit says whether the shape is the known limit of evidence
+// read line by line (SECURITY.md): the body of a private key whose BEGIN line
+// is not in the text, whose lines are known as a key's only at its END.
+func (s Shape) LineByLineLimit() bool {
+	return strings.Contains(s.Text, "-----END") && !strings.Contains(s.Text, "-----BEGIN")
+}
+
 // Form is a way a line reaches evidence.
 type Form int
 
