@@ -173,7 +173,7 @@ var rules = []rule{
 	// {"value": "..."}; and the "value" of an Azure storage key listing or
 	// a Key Vault secret, which other keys of the object name.
 	{re: regexp.MustCompile(`(?i)(?:password|secret|token|key)[a-z0-9_]*\\?"\s*:\s*\{\s*\\?"value\\?"\s*:\s*(?P<s>\\?"(?:[^"\\\n]|\\[^"\n])+\\?")`),
-		hints: []string{"value"}},
+		hints: []string{`value"`, `value\"`}},
 	{re: regexp.MustCompile(`(?i)(?:"keyname"|\.vault\.azure\.net/secrets/)[^\n]*?"value"\s*:\s*(?P<s>"(?:[^"\\\n]|\\.)+")`), hints: []string{"keyname", "vault.azure.net/secrets/"}},
 	// Multi-line: a Kubernetes env entry whose name is a credential, its
 	// value on the next line; kubeadm's certificate key on the line after
@@ -201,7 +201,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`\becho\s+(?:-[ne]+\s+)?(?P<s>"[^"\n]+"|'[^'\n]+'|[^\s"'|]+)\s*\|\s*(?:sudo\s+-S|chpasswd|passwd\s+--stdin)`), hints: []string{"sudo", "chpasswd", "passwd"}},
 	// Password hashes (crypt: $1$, $5$, $6$, $y$, bcrypt $2y$): a hash of a
 	// password is as good as one for an offline guess.
-	{re: regexp.MustCompile(`(?P<s>\$(?:2[aby]?\$[0-9]{2}\$[./A-Za-z0-9]{53}|[156y]\$[^$\s'"]*\$[./A-Za-z0-9]{20,}))`), hints: []string{"$"}},
+	{re: regexp.MustCompile(`(?P<s>\$(?:2[aby]?\$[0-9]{2}\$[./A-Za-z0-9]{53}|[156y]\$[^$\s'"]*\$[./A-Za-z0-9]{20,}))`), hints: []string{"$2", "$1$", "$5$", "$6$", "$y$"}},
 	// A Go MySQL DSN: user:password@tcp(host:port)/db.
 	{re: regexp.MustCompile(`[A-Za-z0-9_.-]+:(?P<s>[^@\s/"']+)@(?:tcp|unix)\(`), hints: []string{"@tcp(", "@unix("}},
 	// Webhook URLs whose path is the credential (Slack, Discord, Teams),
