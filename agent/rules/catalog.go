@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -76,6 +77,16 @@ type Problem struct {
 	// present. Explanation is transitive.
 	Explains []string
 
+	// Scope is ScopeNode (the agent judges it from a node's evidence) or
+	// ScopeCluster (nodediag diagnose judges it from Cluster API objects,
+	// the workload cluster and the node reports joined).
+	Scope string
+	// Domain is a cluster problem's failure domain (DomainNode, ...).
+	Domain string
+	// ChainLink is the link of the workload dependency chain a cluster
+	// problem breaks (LinkKubeProxy, ...), or "".
+	ChainLink string
+
 	order int
 }
 
@@ -92,6 +103,9 @@ func register(p Problem) *Problem {
 	}
 	if p.Confidence == "" {
 		p.Confidence = High
+	}
+	if p.Scope == "" {
+		p.Scope = ScopeNode
 	}
 	p.order = nextOrder
 	nextOrder++
@@ -124,16 +138,35 @@ var (
 // required texts, and that every Explains entry exists.
 func Validate() error {
 	var errs []string
-	cats := map[string]bool{}
+	cats := map[string]map[string]bool{ScopeNode: {}, ScopeCluster: {}}
 	for _, c := range Categories {
-		cats[c] = true
+		cats[ScopeNode][c] = true
+	}
+	for _, c := range ClusterCategories {
+		cats[ScopeCluster][c] = true
+	}
+	domains := map[string]bool{}
+	for _, d := range Domains {
+		domains[d] = true
+	}
+	links := map[string]bool{"": true}
+	for _, l := range ChainLinks {
+		links[l] = true
 	}
 	for _, p := range All() {
 		if !idShape.MatchString(p.ID) {
 			errs = append(errs, p.ID+": ID is not CamelCase")
 		}
-		if !cats[p.Category] {
-			errs = append(errs, p.ID+": unknown category "+p.Category)
+		if cats[p.Scope] == nil {
+			errs = append(errs, p.ID+": unknown scope "+p.Scope)
+		} else if !cats[p.Scope][p.Category] {
+			errs = append(errs, p.ID+": unknown "+p.Scope+" category "+p.Category)
+		}
+		if p.Scope == ScopeCluster && !domains[p.Domain] {
+			errs = append(errs, p.ID+": a cluster problem needs a known failure domain, not "+strconv.Quote(p.Domain))
+		}
+		if !links[p.ChainLink] {
+			errs = append(errs, p.ID+": unknown chain link "+p.ChainLink)
 		}
 		if !Severity(p.Severity).Valid() {
 			errs = append(errs, p.ID+": unknown severity "+p.Severity)

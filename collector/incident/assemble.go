@@ -3,6 +3,7 @@ package incident
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,19 +11,20 @@ import (
 	"github.com/nodediag/nodediag/agent/rules"
 )
 
-// The dependency chain of a CAPZ workload cluster: if a link breaks, the
-// links after it fail too, so the report names the first broken one.
+// The dependency chain of a CAPZ workload cluster (the catalog's): if a
+// link breaks, the links after it fail too, so the report names the first
+// broken one.
 const (
-	linkKubeProxy  = "kube-proxy"
-	linkCNI        = "CNI"
-	linkCoreDNS    = "CoreDNS"
-	linkCNM        = "cloud-node-manager"
-	linkCCM        = "cloud-controller-manager"
-	linkProviderID = "providerID"
-	linkRunning    = "Machine Running"
+	linkKubeProxy  = rules.LinkKubeProxy
+	linkCNI        = rules.LinkCNI
+	linkCoreDNS    = rules.LinkCoreDNS
+	linkCNM        = rules.LinkCNM
+	linkCCM        = rules.LinkCCM
+	linkProviderID = rules.LinkProviderID
+	linkRunning    = rules.LinkRunning
 )
 
-var chainOrder = []string{linkKubeProxy, linkCNI, linkCoreDNS, linkCNM, linkCCM, linkProviderID, linkRunning}
+var chainOrder = rules.ChainLinks
 
 func linkIndex(l string) int {
 	for i, n := range chainOrder {
@@ -101,9 +103,11 @@ func (d *diag) chain() {
 	}
 	_ = reported
 	ok := map[string]bool{
-		linkCNI:        d.addonOK["cni"] && cniWorks,
-		linkCNM:        d.addonOK["cloud-provider"] && allProviderIDs,
-		linkCCM:        d.addonOK["cloud-provider"] && allProviderIDs,
+		linkKubeProxy:  d.wlOK[linkKubeProxy],
+		linkCNI:        d.addonOK["cni"] && cniWorks || d.wlOK[linkCNI],
+		linkCoreDNS:    d.wlOK[linkCoreDNS],
+		linkCNM:        d.addonOK["cloud-provider"] && allProviderIDs || d.wlOK[linkCNM],
+		linkCCM:        d.addonOK["cloud-provider"] && allProviderIDs || d.wlOK[linkCCM],
 		linkProviderID: allProviderIDs,
 		linkRunning:    allRunning,
 	}
@@ -126,23 +130,42 @@ func (d *diag) chain() {
 	if first < 0 {
 		return
 	}
-	// Cluster-level findings at the first broken link explain the Machine
-	// findings of that link and later ones that nothing else explains.
+	// The causes at the first broken link: the add-on findings, and the
+	// workload's components that fail on their own (not because an
+	// earlier link failed).
 	var causes []*Finding
 	for _, k := range broken[chainOrder[first]] {
-		if f := d.byKey[k]; f.ID == IDAddonNotMatched || f.ID == IDAddonReleaseFailed {
+		switch f := d.byKey[k]; f.ID {
+		case IDAddonNotMatched, IDAddonReleaseFailed:
 			causes = append(causes, f)
+		case rules.WorkloadComponentFailing.ID, rules.WorkloadComponentMissing.ID:
+			if len(f.ExplainedBy) == 0 {
+				causes = append(causes, f)
+			}
 		}
 	}
 	for _, f := range d.findings {
-		if len(f.ExplainedBy) > 0 || (f.ID != IDMachineNotRunning && f.ID != IDMachineNodeError) {
+		if len(f.ExplainedBy) > 0 || slices.Contains(causes, f) {
 			continue
 		}
-		if f.ChainLink != "" && linkIndex(f.ChainLink) < first {
+		switch {
+		case f.ID == IDMachineNotRunning || f.ID == IDMachineNodeError:
+			if f.ChainLink != "" && linkIndex(f.ChainLink) < first {
+				continue
+			}
+			if f.NodeCause != nil && f.ChainLink == "" {
+				continue // the node names a cause of its own.
+			}
+		case d.downstream[f]:
+			// What a broken link makes of the links after it (and of
+			// the Nodes at it): a component that cannot reach the API
+			// server, pods waiting for the network, Nodes NotReady
+			// without a CNI or without their providerID.
+			if f.ChainLink == "" || linkIndex(f.ChainLink) < first {
+				continue
+			}
+		default:
 			continue
-		}
-		if f.NodeCause != nil && f.ChainLink == "" {
-			continue // the node names a cause of its own.
 		}
 		for _, c := range causes {
 			d.explain(c, f)

@@ -11,6 +11,7 @@ import (
 	"github.com/nodediag/nodediag/agent/check"
 	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/capi"
+	"github.com/nodediag/nodediag/collector/workload"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
 
@@ -35,6 +36,11 @@ type Options struct {
 	// usually bootstrap in 5-10 minutes, and "Machine is being created"
 	// is no finding.
 	Grace time.Duration
+	// Workload is the workload cluster's own state (its Nodes and the
+	// chain's system workloads), read from its API server or a CI tree's
+	// dumps; nil when it was not read. A State whose API server did not
+	// answer is a gap in the report.
+	Workload *workload.State
 }
 
 // Diagnose joins the cluster's Machines with the node reports, re-judges the
@@ -64,7 +70,7 @@ func Diagnose(c *capi.Cluster, reports []NodeReport, o Options) (*Incident, erro
 		}
 		o.Engine = e
 	}
-	d := &diag{c: c, o: o, byKey: map[string]*Finding{}}
+	d := &diag{c: c, o: o, byKey: map[string]*Finding{}, downstream: map[*Finding]bool{}}
 	var mns []MachineNode
 	for _, mn := range Join(c, reports) {
 		if mn.Machine == nil {
@@ -102,6 +108,7 @@ func Diagnose(c *capi.Cluster, reports []NodeReport, o Options) (*Incident, erro
 	d.ruleMachines()
 	d.ruleControlPlane()
 	d.ruleAddons()
+	d.ruleWorkload()
 	d.ruleMachineDeployments()
 	d.ruleMachineHealthChecks()
 	d.chain()
@@ -125,6 +132,12 @@ type diag struct {
 	addons map[string]*Finding
 	// addonOK: a chart of that kind matches the cluster.
 	addonOK map[string]bool
+	// wlOK: the workload cluster runs the link's workloads, all ready.
+	wlOK map[string]bool
+	// downstream: what the finding shows is what an earlier broken link
+	// makes of it (a component that cannot reach the API server, a pod
+	// waiting for the node's network), so that link explains it.
+	downstream map[*Finding]bool
 }
 
 // mstate is a Machine with its (re-judged) node report.
@@ -371,19 +384,7 @@ func nodeCause(node string, f *nodediagv1.Finding) *NodeFinding {
 }
 
 // domainOf maps a node finding's category to a failure domain.
-func domainOf(category string) string {
-	switch {
-	case strings.HasPrefix(category, "registry."), strings.HasPrefix(category, "image."):
-		return DomainRegistry
-	case strings.HasPrefix(category, "cni."), category == "kubelet.api-unreachable":
-		return DomainNetwork
-	case strings.HasPrefix(category, "static-pod."):
-		return DomainControlPlane
-	case category == "":
-		return DomainUnknown
-	}
-	return DomainNode
-}
+func domainOf(category string) string { return rules.DomainOf(category) }
 
 func age(now, t time.Time) string {
 	if t.IsZero() || now.Before(t) {

@@ -15,17 +15,21 @@
 // gap, never a negative result. Every string passes through agent/redact.
 package incident
 
-import "time"
+import (
+	"time"
 
-// Failure domains.
+	"github.com/nodediag/nodediag/agent/rules"
+)
+
+// Failure domains (the catalog's).
 const (
-	DomainNode         = "node"
-	DomainControlPlane = "control plane"
-	DomainNetwork      = "network"
-	DomainRegistry     = "registry"
-	DomainCloud        = "cloud"
-	DomainAddon        = "addon"
-	DomainUnknown      = "unknown"
+	DomainNode         = rules.DomainNode
+	DomainControlPlane = rules.DomainControlPlane
+	DomainNetwork      = rules.DomainNetwork
+	DomainRegistry     = rules.DomainRegistry
+	DomainCloud        = rules.DomainCloud
+	DomainAddon        = rules.DomainAddon
+	DomainUnknown      = rules.DomainUnknown
 )
 
 // Incident is the incident report of one workload cluster. JSON field names
