@@ -67,7 +67,11 @@ func (d *diag) ruleWorkload() {
 		}
 		return
 	}
+	cniFound := len(w.LinkWorkloads(workload.LinkCNI)) > 0
 	for _, p := range w.Problems {
+		if p.Optional && cniFound {
+			continue // the CNI runs where it was read: that namespace does not matter.
+		}
 		g := Gap{Resource: "workload " + p.Resource, Verb: p.Verb, Forbidden: p.Forbidden, Identity: p.Identity}
 		if p.Forbidden {
 			g.Role = fmt.Sprintf("%s on %s (deploy/workload-reader grants it)", workload.Verbs, p.Resource)
@@ -139,6 +143,9 @@ func (d *diag) missingLink(w *workload.State, link string, cilium bool) {
 		if w.Unreadable("daemonsets.apps in "+ns) || w.Unreadable("deployments.apps in "+ns) {
 			return // a gap, not an absence.
 		}
+	}
+	if w.Unreadable("nodes") && (link == workload.LinkCNM || link == workload.LinkCCM) {
+		return
 	}
 	looked := "no DaemonSet or Deployment of it in " + strings.Join(workload.Namespaces, ", ")
 	var advice string

@@ -157,6 +157,10 @@ type Problem struct {
 	// Identity is who asked (for a Forbidden), when known.
 	Identity string `json:"identity,omitempty"`
 	Err      string `json:"error"`
+	// Optional: a namespace beside kube-system (calico-system,
+	// kube-flannel) that the identity need not be granted; it matters only
+	// when the chain's CNI is not found elsewhere.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // LinkWorkloads returns the workloads of link.

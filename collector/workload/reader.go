@@ -89,6 +89,7 @@ func Read(ctx context.Context, cfg *rest.Config, source string, timeout time.Dur
 			}{{"daemonsets.apps", err1}, {"deployments.apps", err2}, {"pods", err3}} {
 				if e.err != nil {
 					r.problem(ctx, e.what+" in "+ns, e.err)
+					r.s.Problems[len(r.s.Problems)-1].Optional = ns != "kube-system"
 				}
 			}
 			o.DaemonSets = append(o.DaemonSets, ds...)

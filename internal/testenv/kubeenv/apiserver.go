@@ -186,12 +186,28 @@ var quietControllerRuntime sync.Once
 // 0.5 GB): tests that can share one should.
 func StartAPIServer(t testing.TB) (*rest.Config, *APIServer) {
 	t.Helper()
+	return startAPIServer(t, true)
+}
+
+// StartWorkloadAPIServer is StartAPIServer without any CRD: a workload
+// cluster's API server (Nodes, Pods, DaemonSets, Deployments, RBAC,
+// ServiceAccount tokens), beside a management cluster's.
+func StartWorkloadAPIServer(t testing.TB) (*rest.Config, *APIServer) {
+	t.Helper()
+	return startAPIServer(t, false)
+}
+
+func startAPIServer(t testing.TB, crds bool) (*rest.Config, *APIServer) {
+	t.Helper()
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	assets, err := LocateAssets(wd)
 	testenv.Require(t, err == nil, "no test API server: %v; %s", err, buildHint)
+	if !crds {
+		assets.CRDDirs = nil
+	}
 	start := time.Now()
 	s, err := Start(context.Background(), assets, time.Minute)
 	if s != nil {
