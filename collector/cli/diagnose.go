@@ -12,11 +12,13 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/incident"
 	"github.com/nodediag/nodediag/collector/server"
+	"github.com/nodediag/nodediag/collector/workload"
 	"github.com/nodediag/nodediag/internal/version"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -51,6 +53,10 @@ type clusterOptions struct {
 	kubeCtx    string
 	reports    []string
 	output     string
+	// The workload cluster: how to reach it (--workload-access) or its
+	// kubeconfig file (--workload-kubeconfig).
+	workloadAccess     string
+	workloadKubeconfig string
 }
 
 func (o *clusterOptions) add(cmd *cobra.Command, outputs string) {
@@ -60,6 +66,8 @@ func (o *clusterOptions) add(cmd *cobra.Command, outputs string) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the management cluster's kubeconfig `FILE` (default: $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.kubeCtx, "context", "", "the kubeconfig context (default: its current context)")
 	fs.StringSliceVar(&o.reports, "reports", nil, "node reports: agent JSON reports, node records, host roots (repeatable, comma-separated)")
+	fs.StringVar(&o.workloadAccess, "workload-access", "reader", "how to read the workload cluster's Nodes and kube-system: reader (Secret CLUSTER-nodediag-kubeconfig, the read-only identity of deploy/workload-reader), capi (Secret CLUSTER-kubeconfig, Cluster API's admin kubeconfig), none")
+	fs.StringVar(&o.workloadKubeconfig, "workload-kubeconfig", "", "the workload cluster's kubeconfig `FILE` (instead of a Secret)")
 	if outputs != "" {
 		fs.StringVarP(&o.output, "output", "o", "markdown", "output format: "+outputs)
 	}
@@ -77,7 +85,7 @@ func newDiagnoseCommand() *cobra.Command {
 		Long:  diagnoseLong,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDiagnose(contextOf(cmd), cmd.OutOrStdout(), o, args[0])
+			return runDiagnose(contextOf(cmd), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
 		},
 	}
 	o.add(cluster, "markdown, json or html")
@@ -96,7 +104,7 @@ func newDescribeCommand() *cobra.Command {
 		Short: "The cluster's objects as clusterctl describe shows them, with each Machine's node finding",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDescribe(contextOf(cmd), cmd.OutOrStdout(), o, args[0])
+			return runDescribe(contextOf(cmd), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
 		},
 	}
 	o.add(cluster, "")
@@ -121,53 +129,88 @@ func splitName(arg string) (string, string, error) {
 }
 
 // readCluster reads the Cluster and the node reports to join with it.
-func readCluster(ctx context.Context, o *clusterOptions, arg string) (*capi.Cluster, []incident.NodeReport, error) {
+func readCluster(ctx context.Context, stderr io.Writer, o *clusterOptions, arg string) (*capi.Cluster, []incident.NodeReport, *workload.State, error) {
 	ns, name, err := splitName(arg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cfg, err := capi.RESTConfig(o.kubeconfig, o.kubeCtx)
 	if err != nil {
-		return nil, nil, exitf(ExitUsage, "%v", err)
+		return nil, nil, nil, exitf(ExitUsage, "%v", err)
 	}
 	r, err := capi.NewReader(cfg)
 	if err != nil {
-		return nil, nil, exitf(ExitUsage, "%v", err)
+		return nil, nil, nil, exitf(ExitUsage, "%v", err)
 	}
 	c, err := r.Cluster(ctx, ns, name)
 	if err != nil {
 		var fe *capi.ForbiddenError
 		switch {
 		case errors.Is(err, capi.ErrClusterNotFound):
-			return nil, nil, exitf(ExitUsage, "cluster %s/%s not found in the management cluster (kubectl get clusters -A lists them)", ns, name)
+			return nil, nil, nil, exitf(ExitUsage, "cluster %s/%s not found in the management cluster (kubectl get clusters -A lists them)", ns, name)
 		case errors.As(err, &fe):
-			return nil, nil, exitf(ExitUsage, "%v", err)
+			return nil, nil, nil, exitf(ExitUsage, "%v", err)
 		}
-		return nil, nil, exitf(ExitUsage, "reading cluster %s/%s: %v", ns, name, err)
+		return nil, nil, nil, exitf(ExitUsage, "reading cluster %s/%s: %v", ns, name, err)
 	}
 	reps, err := nodeReports(ctx, &o.client, o.reports)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, reps, nil
+	wl, err := readWorkload(ctx, stderr, o, cfg, ns, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, reps, wl, nil
+}
+
+// readWorkload reads the workload cluster of namespace/name, as
+// --workload-access and --workload-kubeconfig say. Nil when it is not to
+// be read, or (with the default access) when its Secret was never made:
+// then stderr says how to set it up. Any other failure is a State that
+// was not reached: a gap in the report.
+func readWorkload(ctx context.Context, stderr io.Writer, o *clusterOptions, mgmt *rest.Config, namespace, name string) (*workload.State, error) {
+	if o.workloadKubeconfig != "" {
+		cfg, err := capi.RESTConfig(o.workloadKubeconfig, "")
+		if err != nil {
+			return nil, exitf(ExitUsage, "--workload-kubeconfig: %v", err)
+		}
+		return workload.Read(ctx, cfg, o.workloadKubeconfig+" (--workload-kubeconfig)", 0), nil
+	}
+	a, err := workload.ParseAccess(o.workloadAccess)
+	if err != nil {
+		return nil, exitf(ExitUsage, "%v", err)
+	}
+	if a == workload.AccessNone {
+		return nil, nil
+	}
+	cfg, where, err := workload.FromSecret(ctx, mgmt, namespace, name, a)
+	switch {
+	case errors.Is(err, workload.ErrNoSecret) && a == workload.AccessReader:
+		fmt.Fprintf(stderr, "nodediag: the workload cluster was not read (the dependency chain is judged from the management side only): %v\n", err)
+		return nil, nil
+	case err != nil:
+		return &workload.State{Source: where, Problems: []workload.Problem{{Resource: "the API server", Verb: "get", Err: err.Error()}}}, nil
+	}
+	return workload.Read(ctx, cfg, "the workload API server "+cfg.Host+" (kubeconfig of "+where+")", 0), nil
 }
 
 // clusterIncident is the cluster and its incident report: made by the
 // collector when only --collector is given and the collector reads the
 // management cluster (serve --kubeconfig), else here, from the kubeconfig
 // and the node reports (nodeReports).
-func clusterIncident(ctx context.Context, o *clusterOptions, arg string) (*capi.Cluster, *incident.Incident, error) {
+func clusterIncident(ctx context.Context, stderr io.Writer, o *clusterOptions, arg string) (*capi.Cluster, *incident.Incident, error) {
 	if o.client.collector != "" && o.kubeconfig == "" && o.kubeCtx == "" && len(o.reports) == 0 {
 		c, inc, err := collectorIncident(ctx, o, arg)
 		if !errors.Is(err, errNoClusterAPI) {
 			return c, inc, err
 		}
 	}
-	c, reps, err := readCluster(ctx, o, arg)
+	c, reps, wl, err := readCluster(ctx, stderr, o, arg)
 	if err != nil {
 		return nil, nil, err
 	}
-	inc, err := incident.Diagnose(c, reps, incident.Options{})
+	inc, err := incident.Diagnose(c, reps, incident.Options{Workload: wl})
 	if err != nil {
 		return nil, nil, exitf(ExitUsage, "diagnosing %s: %v", arg, err)
 	}
@@ -221,13 +264,13 @@ func collectorIncident(ctx context.Context, o *clusterOptions, arg string) (*cap
 	return c, inc, nil
 }
 
-func runDiagnose(ctx context.Context, w io.Writer, o *clusterOptions, arg string) error {
+func runDiagnose(ctx context.Context, w, stderr io.Writer, o *clusterOptions, arg string) error {
 	switch o.output {
 	case "markdown", "json", "html":
 	default:
 		return exitf(ExitUsage, "--output %q: want markdown, json or html", o.output)
 	}
-	_, inc, err := clusterIncident(ctx, o, arg)
+	_, inc, err := clusterIncident(ctx, stderr, o, arg)
 	if err != nil {
 		return err
 	}
@@ -240,8 +283,8 @@ func runDiagnose(ctx context.Context, w io.Writer, o *clusterOptions, arg string
 	return nil
 }
 
-func runDescribe(ctx context.Context, w io.Writer, o *clusterOptions, arg string) error {
-	c, inc, err := clusterIncident(ctx, o, arg)
+func runDescribe(ctx context.Context, w, stderr io.Writer, o *clusterOptions, arg string) error {
+	c, inc, err := clusterIncident(ctx, stderr, o, arg)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	agentcli "github.com/nodediag/nodediag/agent/cli"
 	"github.com/nodediag/nodediag/collector/incident"
@@ -177,5 +181,60 @@ func TestDiagnoseThroughCollector(t *testing.T) {
 	var fi incident.Incident
 	if res.code() != ExitFindings || json.Unmarshal([]byte(res.stdout), &fi) != nil || fi.RootCause == nil || fi.RootCause.Node != ri.RootCause.Node {
 		t.Errorf("diagnose with a collector that reads no cluster: want the same root cause made here\n%s", res)
+	}
+}
+
+// TestDiagnoseReadsTheWorkloadCluster: with the workload cluster's
+// kubeconfig, the report judges the chain from its own Nodes and
+// kube-system (a second real kube-apiserver stands in for it); without the
+// Secret of the default access, stderr says the workload was not read and
+// how to set it up, and the report is made from the management side.
+func TestDiagnoseReadsTheWorkloadCluster(t *testing.T) {
+	_, srv := kubeenv.StartAPIServer(t)
+	kubeenv.Load(t, srv.Config, stuckWorker)
+	wlCfg, wlSrv := kubeenv.StartWorkloadAPIServer(t)
+	cs := kubernetes.NewForConfigOrDie(wlCfg)
+	ctx := context.Background()
+	labels := map[string]string{"k8s-app": "kube-proxy"}
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-proxy"}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.31.100"}}}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 1}
+	if _, err := cs.AppsV1().DaemonSets("kube-system").UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-proxy-8sd57", Labels: labels},
+		Spec: corev1.PodSpec{NodeName: "sw-cp-0", Containers: []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.31.100"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.31.100",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "registry.k8s.io/kube-proxy:v1.31.100"`}}}}}
+	if _, err := cs.CoreV1().Pods("kube-system").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", srv.Kubeconfig, "--workload-kubeconfig", wlSrv.Kubeconfig, "-o", "json")
+	if res.code() != ExitFindings {
+		t.Fatalf("want exit 1\n%s", res)
+	}
+	for _, want := range []string{`"first_broken_link": "kube-proxy"`, `"key": "WorkloadComponentFailing/DaemonSet/kube-system/kube-proxy"`, `kube-proxy-8sd57`} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("diagnose -o json lacks %s\n%.3000s", want, res.stdout)
+		}
+	}
+	res = run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", srv.Kubeconfig)
+	if !strings.Contains(res.stderr, "the workload cluster was not read") || !strings.Contains(res.stderr, "Secret stuck-worker/sw-nodediag-kubeconfig not found") {
+		t.Errorf("without the Secret: %s", res)
+	}
+	if strings.Contains(res.stdout, "WorkloadComponent") {
+		t.Errorf("a workload finding without reading the workload cluster:\n%s", res.stdout)
+	}
+	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", srv.Kubeconfig, "--workload-access", "root"); res.code() != ExitUsage {
+		t.Errorf("--workload-access root: want exit 2\n%s", res)
 	}
 }

@@ -119,7 +119,9 @@ func TestChainKubeProxyFirst(t *testing.T) {
 	if f.Domain != DomainRegistry || !strings.Contains(f.Title, "ImagePullBackOff") || !strings.Contains(f.Remediation, kpImage) {
 		t.Errorf("kube-proxy finding: domain %s, title %q, remediation %q", f.Domain, f.Title, f.Remediation)
 	}
-	if !slices.ContainsFunc(f.Evidence, func(e Evidence) bool { return strings.Contains(e.Excerpt, "registry.k8s.io/kube-proxy:v1.31.100: not found") }) {
+	if !slices.ContainsFunc(f.Evidence, func(e Evidence) bool {
+		return strings.Contains(e.Excerpt, "registry.k8s.io/kube-proxy:v1.31.100: not found")
+	}) {
 		t.Errorf("the registry's not-found is not quoted: %+v", f.Evidence)
 	}
 	for _, k := range []string{

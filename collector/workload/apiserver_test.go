@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -324,7 +325,7 @@ func TestReadAgainstAPIServers(t *testing.T) {
 
 	t.Run("no Secret says how to make one", func(t *testing.T) {
 		_, _, err := FromSecret(ctx, mgmtCfg, "capz", "nosuch", AccessReader)
-		if err == nil || !strings.Contains(err.Error(), "Secret capz/nosuch-nodediag-kubeconfig not found") || !strings.Contains(err.Error(), "deploy/workload-reader") {
+		if !errors.Is(err, ErrNoSecret) || !strings.Contains(err.Error(), "Secret capz/nosuch-nodediag-kubeconfig not found") || !strings.Contains(err.Error(), "deploy/workload-reader") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -361,12 +362,18 @@ func TestConfigRefusesWhatIsNotInline(t *testing.T) {
 		return kc
 	}
 	for name, mutate := range map[string]func(*clientcmdapi.Config){
-		"exec":            func(kc *clientcmdapi.Config) { kc.AuthInfos["u"].Exec = &clientcmdapi.ExecConfig{Command: "/bin/sh", Args: []string{"-c", "touch " + canary}, APIVersion: "client.authentication.k8s.io/v1"} },
-		"token file":      func(kc *clientcmdapi.Config) { kc.AuthInfos["u"].TokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token" },
+		"exec": func(kc *clientcmdapi.Config) {
+			kc.AuthInfos["u"].Exec = &clientcmdapi.ExecConfig{Command: "/bin/sh", Args: []string{"-c", "touch " + canary}, APIVersion: "client.authentication.k8s.io/v1"}
+		},
+		"token file": func(kc *clientcmdapi.Config) {
+			kc.AuthInfos["u"].TokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+		},
 		"client key file": func(kc *clientcmdapi.Config) { kc.AuthInfos["u"].ClientKey = "/etc/nodediag/tls.key" },
 		"CA file":         func(kc *clientcmdapi.Config) { kc.Clusters["c"].CertificateAuthority = "/etc/passwd" },
-		"auth provider":   func(kc *clientcmdapi.Config) { kc.AuthInfos["u"].AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"} },
-		"no context":      func(kc *clientcmdapi.Config) { kc.CurrentContext = "" },
+		"auth provider": func(kc *clientcmdapi.Config) {
+			kc.AuthInfos["u"].AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"}
+		},
+		"no context": func(kc *clientcmdapi.Config) { kc.CurrentContext = "" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			kc := base()

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -50,6 +51,10 @@ func SecretName(cluster string, a Access) string {
 	return cluster + "-nodediag-kubeconfig"
 }
 
+// ErrNoSecret: the workload kubeconfig Secret does not exist (access not
+// set up for this cluster).
+var ErrNoSecret = errors.New("no workload kubeconfig Secret")
+
 // secretKey is the key of the kubeconfig in both Secrets (Cluster API's
 // format, so that `clusterctl get kubeconfig`-style tools read either).
 const secretKey = "value"
@@ -72,9 +77,9 @@ func FromSecret(ctx context.Context, mgmt *rest.Config, namespace, cluster strin
 	switch {
 	case apierrors.IsNotFound(err):
 		if a == AccessCAPI {
-			return nil, where, fmt.Errorf("%s not found: Cluster API writes it once the control plane is initialised", where)
+			return nil, where, fmt.Errorf("%w: %s not found: Cluster API writes it once the control plane is initialised", ErrNoSecret, where)
 		}
-		return nil, where, fmt.Errorf("%s not found: create it with the kubeconfig of the read-only ServiceAccount of deploy/workload-reader (docs/workload.md), or use --workload-access capi (Cluster API's admin kubeconfig) or --workload-kubeconfig FILE", where)
+		return nil, where, fmt.Errorf("%w: %s not found: create it with the kubeconfig of the read-only ServiceAccount of deploy/workload-reader (docs/workload.md), or use --workload-access capi (Cluster API's admin kubeconfig) or --workload-kubeconfig FILE", ErrNoSecret, where)
 	case apierrors.IsForbidden(err):
 		return nil, where, fmt.Errorf("the collector may not get %s (Forbidden): it needs get on secrets named %s in namespace %s: %v", where, name, namespace, err)
 	case err != nil:

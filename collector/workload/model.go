@@ -36,7 +36,7 @@ type State struct {
 	// Source says where the state comes from, for the report: "the
 	// workload API server https://…:6443 (kubeconfig of Secret
 	// ns/name-nodediag-kubeconfig)" or "the resource dumps under DIR".
-	Source string `json:"source"`
+	Source string    `json:"source"`
 	ReadAt time.Time `json:"read_at"`
 	// Reached: the API server answered (or the dump held resources).
 	// When false, nothing below is known and Problems says why.
