@@ -14,6 +14,7 @@ import (
 	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/incident"
+	"github.com/nodediag/nodediag/collector/workload"
 )
 
 // Limits of the resource dumps read.
@@ -84,9 +85,21 @@ func Analyze(ctx context.Context, root string, e *rules.Engine) (*Result, error)
 			cr.Err = err
 			continue
 		}
-		cr.Incident, cr.Err = incident.Diagnose(c, res.reportsOf(nn[1]), incident.Options{Now: now, Engine: e})
+		cr.Incident, cr.Err = incident.Diagnose(c, res.reportsOf(nn[1]), incident.Options{Now: now, Engine: e, Workload: res.workloadOf(nn[1], now)})
 	}
 	return res, nil
+}
+
+// workloadOf is the workload cluster's state from its Node and Pod dumps,
+// nil when the tree holds none for that cluster.
+func (r *Result) workloadOf(cluster string, now time.Time) *workload.State {
+	paths := r.Tree.WorkloadDumps[cluster]
+	if len(paths) == 0 {
+		return nil
+	}
+	objs, probs := readResources(paths)
+	r.Problems = append(r.Problems, probs...)
+	return workload.FromDump(fmt.Sprintf("the Node and Pod dumps of clusters/%s/resources", cluster), objs, now)
 }
 
 // clock is when the tree was collected: the newest of its machines'

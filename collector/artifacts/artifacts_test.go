@@ -624,3 +624,143 @@ func TestVMSSInstanceID(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkloadDumps: the Node and Pod dumps Cluster API's framework writes
+// for the workload cluster (clusters/CLUSTER/resources/Node/NAME.yaml and
+// resources/NS/Pod/NAME.yaml) are the chain's evidence. Here kube-proxy
+// cannot pull its image (the pod states of
+// https://github.com/labring/sealos/issues/1035 and the not-found message
+// form of https://github.com/kubernetes/kops/pull/18529): the incident names
+// kube-proxy as the first broken link with the pod's message quoted, and
+// the worker that cannot join for its own reason (a refused bootstrap
+// token) still leads with its node's cause, not the chain's.
+func TestWorkloadDumps(t *testing.T) {
+	root := copyTree(t)
+	dir := filepath.Join(root, "clusters", "capz-e2e", "resources")
+	write := func(rel, body string) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Node/capz-e2e-control-plane-t8x5m.yaml", `apiVersion: v1
+kind: Node
+metadata:
+  creationTimestamp: "2024-05-01T00:02:00Z"
+  labels:
+    node-role.kubernetes.io/control-plane: ""
+  name: capz-e2e-control-plane-t8x5m
+spec:
+  providerID: azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/capz-e2e-rg/providers/Microsoft.Compute/virtualMachines/capz-e2e-control-plane-t8x5m
+status:
+  conditions:
+  - lastTransitionTime: "2024-05-01T00:04:00Z"
+    message: kubelet is posting ready status
+    reason: KubeletReady
+    status: "True"
+    type: Ready
+`)
+	write("kube-system/Pod/kube-proxy-8sd57.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  creationTimestamp: "2024-05-01T00:03:00Z"
+  labels:
+    k8s-app: kube-proxy
+  name: kube-proxy-8sd57
+  namespace: kube-system
+  ownerReferences:
+  - apiVersion: apps/v1
+    controller: true
+    kind: DaemonSet
+    name: kube-proxy
+    uid: 0f6b2d7e-0000-0000-0000-000000000001
+spec:
+  containers:
+  - image: registry.k8s.io/kube-proxy:v1.32.3
+    name: kube-proxy
+  nodeName: capz-e2e-control-plane-t8x5m
+status:
+  containerStatuses:
+  - image: registry.k8s.io/kube-proxy:v1.32.3
+    imageID: ""
+    name: kube-proxy
+    ready: false
+    restartCount: 0
+    state:
+      waiting:
+        message: 'Back-off pulling image "registry.k8s.io/kube-proxy:v1.32.3": ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image "registry.k8s.io/kube-proxy:v1.32.3": failed to resolve reference "registry.k8s.io/kube-proxy:v1.32.3": registry.k8s.io/kube-proxy:v1.32.3: not found'
+        reason: ImagePullBackOff
+  phase: Pending
+`)
+	write("kube-system/Pod/coredns-66f779496c-89vm2.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  creationTimestamp: "2024-05-01T00:03:00Z"
+  labels:
+    k8s-app: kube-dns
+    pod-template-hash: 66f779496c
+  name: coredns-66f779496c-89vm2
+  namespace: kube-system
+  ownerReferences:
+  - apiVersion: apps/v1
+    controller: true
+    kind: ReplicaSet
+    name: coredns-66f779496c
+    uid: 0f6b2d7e-0000-0000-0000-000000000002
+spec:
+  containers:
+  - image: registry.k8s.io/coredns/coredns:v1.11.3
+    name: coredns
+  nodeName: capz-e2e-control-plane-t8x5m
+status:
+  conditions:
+  - status: "True"
+    type: Ready
+  containerStatuses:
+  - name: coredns
+    ready: true
+    state:
+      running:
+        startedAt: "2024-05-01T00:05:00Z"
+  phase: Running
+`)
+	res, err := Analyze(context.Background(), root, engine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Clusters) != 1 || res.Clusters[0].Incident == nil {
+		t.Fatalf("clusters %+v", res.Clusters)
+	}
+	inc := res.Clusters[0].Incident
+	if inc.FirstBrokenLink != "kube-proxy" {
+		t.Errorf("first broken link %q, chain %+v", inc.FirstBrokenLink, inc.Chain)
+	}
+	var kp *incident.Finding
+	for i := range inc.Findings {
+		if inc.Findings[i].Key == "WorkloadComponentFailing/DaemonSet/kube-system/kube-proxy" {
+			kp = &inc.Findings[i]
+		}
+	}
+	if kp == nil {
+		t.Fatalf("no kube-proxy finding: %+v", inc.Findings)
+	}
+	quoted := false
+	for _, e := range kp.Evidence {
+		quoted = quoted || strings.Contains(e.Excerpt, "registry.k8s.io/kube-proxy:v1.32.3: not found")
+	}
+	if !quoted {
+		t.Errorf("the pull error is not quoted: %+v", kp.Evidence)
+	}
+	if inc.RootCause == nil || inc.RootCause.Finding != "MachineNotRunning/Machine/"+workerMachine {
+		t.Errorf("root cause %+v: the worker's own cause should lead", inc.RootCause)
+	}
+	for _, l := range inc.Chain {
+		if l.Name == "CoreDNS" && l.State != "ok" {
+			t.Errorf("CoreDNS runs in the dumps: link %+v", l)
+		}
+	}
+}

@@ -13,6 +13,9 @@
 //	    sentinel-file-dir.txt                   ls -la /run/cluster-api/
 //	clusters/CLUSTER/machine-pools/POOL/INSTANCE/   the same, per pool instance
 //	clusters/MGMT/resources/NAMESPACE/KIND/NAME.yaml  DumpAllResources
+//	clusters/CLUSTER/resources/Node/NAME.yaml         the workload cluster's
+//	clusters/CLUSTER/resources/NS/Pod/NAME.yaml       Nodes and Pods
+//	                                                  (DumpResourcesForCluster)
 //
 // (each machine file is written even when its command failed, with its
 // stdout only: an empty one is unknown, not empty)
@@ -55,6 +58,10 @@ type Tree struct {
 	Machines []*Machine
 	// Resources are the resource YAML files (resources/NS/KIND/NAME.yaml).
 	Resources []string
+	// WorkloadDumps are, per workload cluster directory, the Node and Pod
+	// dumps of that cluster (clusters/CLUSTER/resources/Node/NAME.yaml,
+	// clusters/CLUSTER/resources/NS/Pod/NAME.yaml).
+	WorkloadDumps map[string][]string
 	// BuildLog is the path of build-log.txt, "" when there is none.
 	BuildLog string
 	// Problems are what could not be used, as sentences naming the path.
@@ -166,6 +173,12 @@ func Discover(root string) (*Tree, error) {
 		case name == "build-log.txt" && (t.BuildLog == "" || depth(rel) < depth(buildLogRel)):
 			// The shallowest: the job's own, not a copy somewhere inside.
 			t.BuildLog, buildLogRel = p, rel
+		case workloadDump(parts) != "":
+			if t.WorkloadDumps == nil {
+				t.WorkloadDumps = map[string][]string{}
+			}
+			c := workloadDump(parts)
+			t.WorkloadDumps[c] = append(t.WorkloadDumps[c], p)
 		case isResource(parts):
 			t.Resources = append(t.Resources, p)
 		default:
@@ -201,6 +214,9 @@ func Discover(root string) (*Tree, error) {
 		return a.Name < b.Name
 	})
 	sort.Strings(t.Resources)
+	for _, ps := range t.WorkloadDumps {
+		sort.Strings(ps)
+	}
 	return t, nil
 }
 
@@ -226,6 +242,23 @@ func machineAt(machines map[string]*Machine, dir, cluster, pool, name string) *M
 		machines[dir] = m
 	}
 	return m
+}
+
+// workloadDump is the cluster of a workload Node or Pod dump
+// (clusters/C/resources/Node/NAME.yaml, clusters/C/resources/NS/Pod/NAME.yaml),
+// "" for any other path (split).
+func workloadDump(parts []string) string {
+	n := len(parts)
+	if n < 4 || !strings.HasSuffix(parts[n-1], ".yaml") {
+		return ""
+	}
+	switch {
+	case parts[n-2] == "Node" && parts[n-3] == "resources" && n >= 5 && parts[n-5] == "clusters":
+		return parts[n-4]
+	case parts[n-2] == "Pod" && n >= 6 && parts[n-4] == "resources" && parts[n-6] == "clusters":
+		return parts[n-5]
+	}
+	return ""
 }
 
 // isResource says whether a path (split) is resources/NS/KIND/NAME.yaml.

@@ -223,9 +223,30 @@ func cannotTell(resource string) string {
 // ranked orders the findings: causes (most severe, earliest chain link,
 // most confident first), each followed by what it explains, depth first.
 func (d *diag) ranked() []Finding {
+	// A cause that keeps a Machine from running (or its deployment or
+	// control plane from becoming ready) is what the operator came for: it
+	// leads a cause that explains none, whatever its chain link.
+	machines := map[string]bool{}
+	var blocks func(f *Finding, depth int) bool
+	blocks = func(f *Finding, depth int) bool {
+		if v, ok := machines[f.Key]; ok {
+			return v
+		}
+		v := f.ID == IDMachineNotRunning || f.ID == IDMachineDeploymentDown || f.ID == IDControlPlaneNotInit
+		for _, k := range f.Explains {
+			if !v && depth < len(d.findings) {
+				v = blocks(d.byKey[k], depth+1)
+			}
+		}
+		machines[f.Key] = v
+		return v
+	}
 	less := func(a, b *Finding) bool {
 		if sa, sb := rules.Severity(a.Severity), rules.Severity(b.Severity); sa != sb {
 			return sa.Above(sb)
+		}
+		if ba, bb := blocks(a, 0), blocks(b, 0); ba != bb {
+			return ba
 		}
 		if ai, bi := linkIndex(a.ChainLink), linkIndex(b.ChainLink); ai != bi {
 			return ai < bi

@@ -63,7 +63,7 @@ func (d *diag) ruleWorkload() {
 			why = " (expected while the control plane is not initialised)"
 		}
 		for _, p := range w.Problems {
-			d.gapList = append(d.gapList, Gap{Resource: "workload cluster", Verb: p.Verb, Sentence: fmt.Sprintf("the workload cluster's API server could not be read (%s)%s: %s; the report cannot tell the state of kube-proxy, the CNI, CoreDNS, cloud-node-manager and cloud-controller-manager, nor the Nodes' conditions, from the cluster itself.", w.Source, why, p.Err)})
+			d.gapList = append(d.gapList, Gap{Resource: "workload cluster", Verb: p.Verb, Sentence: fmt.Sprintf("the workload cluster could not be read (%s)%s: %s; the report cannot tell the state of kube-proxy, the CNI, CoreDNS, cloud-node-manager and cloud-controller-manager, nor the Nodes' conditions, from the cluster itself.", w.Source, why, p.Err)})
 		}
 		return
 	}

@@ -186,7 +186,7 @@ func TestWorkloadUnreachableIsAGap(t *testing.T) {
 	s := &workload.State{Source: "Secret default/capz-e2e-nodediag-kubeconfig", Problems: []workload.Problem{{Resource: "the API server", Verb: "list", Err: "https://10.0.0.4:6443 did not answer: context deadline exceeded"}}}
 	inc := diagnoseWL(t, s)
 	if !slices.ContainsFunc(inc.Gaps, func(g Gap) bool {
-		return strings.Contains(g.Sentence, "could not be read (Secret default/capz-e2e-nodediag-kubeconfig)")
+		return strings.Contains(g.Sentence, "the workload cluster could not be read (Secret default/capz-e2e-nodediag-kubeconfig)")
 	}) {
 		t.Errorf("gaps %+v", inc.Gaps)
 	}

@@ -83,12 +83,17 @@ func (s *State) Reduce(o Objects) {
 		}
 		add("Deployment", d.ObjectMeta, d.Spec.Selector, d.Spec.Template, desired, d.Status.ReadyReplicas)
 	}
+	sortWorkloads(s.Workloads)
+}
+
+// sortWorkloads orders workloads by chain link, then namespace and name.
+func sortWorkloads(ws []Workload) {
 	order := map[string]int{}
 	for i, l := range Links {
 		order[l] = i
 	}
-	sort.SliceStable(s.Workloads, func(i, j int) bool {
-		a, b := s.Workloads[i], s.Workloads[j]
+	sort.SliceStable(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
 		if order[a.Link] != order[b.Link] {
 			return order[a.Link] < order[b.Link]
 		}
