@@ -274,6 +274,10 @@ var notCredentials = map[string]bool{
 	"unauthorized": true, "forbidden": true, "expired": true, "invalid": true, "denied": true, "required": true, "missing": true,
 	"empty": true, "unknown": true, "not": true, "unexpected": true, "failed": true, "error": true, "refused": true, "rejected": true,
 	"secret": true, "secrets": true, "token": true, "tokens": true, "password": true, "passwords": true, "credentials": true,
+	// The next link of a Go network error after a quoted URL that ends in
+	// a key's name (Post ".../serviceaccounts/calico-node/token": dial tcp
+	// 10.96.0.1:443: i/o timeout).
+	"dial": true, "lookup": true, "read": true, "write": true,
 }
 
 // kubeRef is a namespaced object name (kube-system/bootstrap-token-abcdef):

@@ -133,7 +133,7 @@ func TestChainKubeProxyFirst(t *testing.T) {
 		explainedBy(t, inc, k, kp)
 	}
 	cn := find(inc, "WorkloadComponentFailing/DaemonSet/calico-system/calico-node")
-	if cn != nil && !slices.ContainsFunc(cn.Evidence, func(e Evidence) bool { return strings.Contains(e.Excerpt, "10.96.0.1:443: i/o timeout") }) {
+	if cn != nil && !slices.ContainsFunc(cn.Evidence, func(e Evidence) bool { return strings.Contains(e.Excerpt, "dial tcp 10.96.0.1:443: i/o timeout") }) {
 		t.Errorf("install-cni's last words are not quoted: %+v", cn.Evidence)
 	}
 }
