@@ -181,18 +181,15 @@ func readWorkload(ctx context.Context, stderr io.Writer, o *clusterOptions, mgmt
 	if err != nil {
 		return nil, exitf(ExitUsage, "%v", err)
 	}
-	if a == workload.AccessNone {
-		return nil, nil
+	st, err := workload.ReadCluster(ctx, mgmt, namespace, name, a)
+	if errors.Is(err, workload.ErrNoSecret) {
+		if a == workload.AccessReader {
+			fmt.Fprintf(stderr, "nodediag: the workload cluster was not read (the dependency chain is judged from the management side only): %v\n", err)
+			return nil, nil
+		}
+		return &workload.State{Source: workload.SecretName(name, a), Problems: []workload.Problem{{Resource: "the API server", Verb: "get", Err: err.Error()}}}, nil
 	}
-	cfg, where, err := workload.FromSecret(ctx, mgmt, namespace, name, a)
-	switch {
-	case errors.Is(err, workload.ErrNoSecret) && a == workload.AccessReader:
-		fmt.Fprintf(stderr, "nodediag: the workload cluster was not read (the dependency chain is judged from the management side only): %v\n", err)
-		return nil, nil
-	case err != nil:
-		return &workload.State{Source: where, Problems: []workload.Problem{{Resource: "the API server", Verb: "get", Err: err.Error()}}}, nil
-	}
-	return workload.Read(ctx, cfg, "the workload API server "+cfg.Host+" (kubeconfig of "+where+")", 0), nil
+	return st, nil
 }
 
 // clusterIncident is the cluster and its incident report: made by the

@@ -237,4 +237,24 @@ func TestDiagnoseReadsTheWorkloadCluster(t *testing.T) {
 	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", srv.Kubeconfig, "--workload-access", "root"); res.code() != ExitUsage {
 		t.Errorf("--workload-access root: want exit 2\n%s", res)
 	}
+
+	// The Secret of the default access (envtest's kubeconfig carries its
+	// credentials inline), read here and by a collector that watches the
+	// management cluster.
+	mgmt := kubernetes.NewForConfigOrDie(srv.Config)
+	if _, err := mgmt.CoreV1().Secrets("stuck-worker").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sw-nodediag-kubeconfig"},
+		Data: map[string][]byte{"value": wlSrv.KubeConfig()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `"key": "WorkloadComponentFailing/DaemonSet/kube-system/kube-proxy"`
+	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", srv.Kubeconfig, "-o", "json"); !strings.Contains(res.stdout, want) {
+		t.Errorf("through the Secret: no %s\n%s", want, res)
+	}
+	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--kubeconfig", srv.Kubeconfig, "--workload-access", "none", "-o", "json"); strings.Contains(res.stdout, "WorkloadComponent") {
+		t.Errorf("--workload-access none read the workload cluster:\n%.2000s", res.stdout)
+	}
+	s := startServe(t, false, "--listen", "127.0.0.1:0", "--insecure", "--data-dir", t.TempDir(), "--kubeconfig", srv.Kubeconfig)
+	if res := run(t, "diagnose", "cluster", "stuck-worker/sw", "--collector", s.addr, "--insecure", "-o", "json"); !strings.Contains(res.stdout, want) {
+		t.Errorf("through the collector: no %s\n%s", want, res)
+	}
 }

@@ -16,10 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/server"
 	"github.com/nodediag/nodediag/collector/store"
+	"github.com/nodediag/nodediag/collector/workload"
 	"github.com/nodediag/nodediag/internal/tlsconfig"
 )
 
@@ -101,6 +103,7 @@ type serveOptions struct {
 	kubeconfig    string
 	kubeCtx       string
 	watchNS       string
+	wlAccess      string
 }
 
 func newServeCommand() *cobra.Command {
@@ -138,6 +141,7 @@ func newServeCommand() *cobra.Command {
 	fs.BoolVar(&o.clusterAPI, "cluster-api", false, "read the management cluster's Cluster API state (get, list, watch) with the kubeconfig resolved as kubectl does, or the pod's ServiceAccount in a cluster, so that nodediag diagnose/describe --collector are answered here")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "read the Cluster API state of the management cluster of this kubeconfig `FILE` (implies --cluster-api)")
 	fs.StringVar(&o.kubeCtx, "context", "", "the kubeconfig context (implies --cluster-api; default: its current context)")
+	fs.StringVar(&o.wlAccess, "workload-access", "reader", "how Fleet.DiagnoseCluster reads a workload cluster: reader (Secret CLUSTER-nodediag-kubeconfig), capi (Secret CLUSTER-kubeconfig, Cluster API's admin), none")
 	fs.StringVar(&o.watchNS, "watch-namespace", "", "watch the Cluster API objects of this `NAMESPACE` only (default: all; with a Role instead of a ClusterRole)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json (slog)")
@@ -269,12 +273,18 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		)
 	}
+	access, err := workload.ParseAccess(o.wlAccess)
+	if err != nil {
+		return exitf(ExitUsage, "%v", err)
+	}
 	var clusters *capi.Cache
+	var mgmt *rest.Config
 	if o.clusterAPI || o.kubeconfig != "" || o.kubeCtx != "" {
 		cfg, err := capi.RESTConfig(o.kubeconfig, o.kubeCtx)
 		if err != nil {
 			return exitf(ExitUsage, "reading Cluster API state: %v", err)
 		}
+		mgmt = cfg
 		if clusters, err = capi.NewCache(cfg, o.watchNS); err != nil {
 			return exitf(ExitUsage, "reading Cluster API state from %s: %v", cfg.Host, err)
 		}
@@ -302,6 +312,13 @@ func runServe(ctx context.Context, o *serveOptions, stderr io.Writer) (err error
 	}
 	if clusters != nil {
 		opts.Clusters = clusters
+		opts.Workload = func(ctx context.Context, ns, name string) *workload.State {
+			st, err := workload.ReadCluster(ctx, mgmt, ns, name, access)
+			if err != nil {
+				log.Info("workload cluster not read", "cluster", ns+"/"+name, "reason", err)
+			}
+			return st
+		}
 	}
 	if reg != nil {
 		opts.Registerer = reg

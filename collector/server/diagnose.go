@@ -16,6 +16,7 @@ import (
 	"github.com/nodediag/nodediag/collector/capi"
 	"github.com/nodediag/nodediag/collector/incident"
 	"github.com/nodediag/nodediag/collector/store"
+	"github.com/nodediag/nodediag/collector/workload"
 	"github.com/nodediag/nodediag/internal/version"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -105,7 +106,11 @@ func (f *fleetService) DiagnoseCluster(ctx context.Context, req *nodediagv1.Diag
 	if err != nil {
 		return nil, err
 	}
-	inc, err := incident.Diagnose(c, reps, incident.Options{Engine: s.diag.engine, Cache: s.diag.rejudge})
+	var wl *workload.State
+	if s.o.Workload != nil {
+		wl = s.o.Workload(ctx, ns, name)
+	}
+	inc, err := incident.Diagnose(c, reps, incident.Options{Engine: s.diag.engine, Cache: s.diag.rejudge, Workload: wl})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "diagnosing %s/%s: %v", ns, name, err)
 	}

@@ -80,6 +80,7 @@ import (
 
 	"github.com/nodediag/nodediag/collector/certs"
 	"github.com/nodediag/nodediag/collector/store"
+	"github.com/nodediag/nodediag/collector/workload"
 	"github.com/nodediag/nodediag/internal/tlsconfig"
 	nodediagv1 "github.com/nodediag/nodediag/proto/nodediag/v1"
 )
@@ -154,6 +155,10 @@ type Options struct {
 	// --kubeconfig) that DiagnoseCluster joins with the stored reports;
 	// nil: DiagnoseCluster answers FailedPrecondition.
 	Clusters Clusters
+	// Workload reads a Cluster's workload cluster for DiagnoseCluster
+	// (workload.ReadCluster through its kubeconfig Secret); nil, or a nil
+	// State, leaves the chain to the management side.
+	Workload func(ctx context.Context, namespace, name string) *workload.State
 }
 
 // Server is the collector: the Collector and Fleet services on one gRPC

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,8 +52,8 @@ func SecretName(cluster string, a Access) string {
 	return cluster + "-nodediag-kubeconfig"
 }
 
-// ErrNoSecret: the workload kubeconfig Secret does not exist (access not
-// set up for this cluster).
+// ErrNoSecret: the workload kubeconfig Secret does not exist, or the
+// management identity may not get it (access not set up for this cluster).
 var ErrNoSecret = errors.New("no workload kubeconfig Secret")
 
 // secretKey is the key of the kubeconfig in both Secrets (Cluster API's
@@ -81,7 +82,8 @@ func FromSecret(ctx context.Context, mgmt *rest.Config, namespace, cluster strin
 		}
 		return nil, where, fmt.Errorf("%w: %s not found: create it with the kubeconfig of the read-only ServiceAccount of deploy/workload-reader (docs/workload.md), or use --workload-access capi (Cluster API's admin kubeconfig) or --workload-kubeconfig FILE", ErrNoSecret, where)
 	case apierrors.IsForbidden(err):
-		return nil, where, fmt.Errorf("the collector may not get %s (Forbidden): it needs get on secrets named %s in namespace %s: %v", where, name, namespace, err)
+		// Not set up either: a gap only when the access was asked for.
+		return nil, where, fmt.Errorf("%w: may not get %s (Forbidden): grant get on secrets named %s in namespace %s (docs/workload.md): %v", ErrNoSecret, where, name, namespace, err)
 	case err != nil:
 		return nil, where, fmt.Errorf("reading %s: %v", where, err)
 	}
@@ -155,4 +157,23 @@ func inlineOnly(kc *clientcmdapi.Config) error {
 		return fmt.Errorf("the kubeconfig uses %s: a workload kubeconfig from a Secret must carry its credentials inline (certificate-authority-data, client-certificate-data/client-key-data or token)", strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// ReadCluster reads the workload cluster of the Cluster namespace/name with
+// access a through its Secret in the management cluster (mgmt). It
+// returns nil for AccessNone, and nil with an error wrapping ErrNoSecret
+// when the Secret does not exist (access not set up: not a gap); any
+// other failure is a State that was not reached, a gap in the report.
+func ReadCluster(ctx context.Context, mgmt *rest.Config, namespace, name string, a Access) (*State, error) {
+	if a == AccessNone {
+		return nil, nil
+	}
+	cfg, where, err := FromSecret(ctx, mgmt, namespace, name, a)
+	switch {
+	case errors.Is(err, ErrNoSecret):
+		return nil, err
+	case err != nil:
+		return &State{Source: where, ReadAt: time.Now().UTC(), Problems: []Problem{{Resource: "the API server", Verb: "get", Err: err.Error()}}}, nil
+	}
+	return Read(ctx, cfg, "the workload API server "+cfg.Host+" (kubeconfig of "+where+")", 0), nil
 }
