@@ -145,3 +145,19 @@ func TestMergeOnlyIntoAnUnambiguousFinding(t *testing.T) {
 		t.Errorf("two Go findings: the log finding should stay apart, got %d findings", len(got))
 	}
 }
+
+// Every cluster category is some cluster problem's, and cluster problems
+// use only cluster categories (Validate checks the second).
+func TestEveryClusterCategoryHasAProblem(t *testing.T) {
+	used := map[string]bool{}
+	for _, p := range All() {
+		if p.Scope == ScopeCluster {
+			used[p.Category] = true
+		}
+	}
+	for _, c := range ClusterCategories {
+		if !used[c] {
+			t.Errorf("cluster category %s has no problem in the catalog", c)
+		}
+	}
+}

@@ -111,3 +111,71 @@ var (
 		RefutedBy:   "the taint gone and spec.providerID set on Node {node}",
 	})
 )
+
+// Cluster API objects joined with the node reports. A finding's title and
+// remediation may carry what the node reported ({node_title}, the node's
+// remediation): the node's own catalog entry says it, and the Machine's
+// finding brings it up.
+var (
+	MachineNotRunning = register(Problem{
+		ID: "MachineNotRunning", Scope: ScopeCluster, Category: CatMachineNotRunning, Severity: Error, Domain: DomainUnknown, Confidence: Low,
+		Title:       "Machine {machine} is {phase}, not Running{detail}",
+		Remediation: "{remediation}",
+		Defaults:    Params{"detail": "", "remediation": "Collect the node's evidence first (see missing evidence), then fix what it names."},
+		RefutedBy:   "Machine {machine} reaching Running with nothing changed on its VM",
+	})
+	MachineProvisioning = register(Problem{
+		ID: "MachineProvisioning", Scope: ScopeCluster, Category: CatMachineNotRunning, Severity: Info, Domain: DomainUnknown, Confidence: Low,
+		Title:       "Machine {machine} is {phase} ({since}): within the usual provisioning time",
+		Remediation: "Nothing yet: a CAPZ VM usually bootstraps in 5-10 minutes. Look again after {grace}.",
+		RefutedBy:   "nothing yet: look again after the grace period",
+	})
+	MachineNodeError = register(Problem{
+		ID: "MachineNodeError", Scope: ScopeCluster, Category: CatMachineNodeError, Severity: Error, Domain: DomainNode,
+		Title:       "Machine {machine} is {phase} but its node {node} reports {node_title}",
+		Remediation: "{remediation}",
+		RefutedBy:   "{refuted_by}",
+	})
+	InfraMachineFailed = register(Problem{
+		ID: "InfraMachineFailed", Scope: ScopeCluster, Category: CatInfraFailed, Severity: Error, Domain: DomainCloud,
+		Title:       "{kind} {name}: {what}",
+		Remediation: "Read the provider's error (quota, SKU availability in the region, allocation): change the machine template (size, zone) or raise the quota.",
+		RefutedBy:   "the VM existing and running (provider's activity log)",
+	})
+	ControlPlaneNotInitialized = register(Problem{
+		ID: "ControlPlaneNotInitialized", Scope: ScopeCluster, Category: CatCPNotInitialized, Severity: Critical, Domain: DomainControlPlane,
+		Title:       "{what}: no other Machine can join",
+		Remediation: "Fix the first control plane Machine (kubeadm init runs only there); the others follow.",
+		RefutedBy:   "the Cluster's ControlPlaneInitialized condition True",
+	})
+	KCPPreflightWaiting = register(Problem{
+		ID: "KCPPreflightWaiting", Scope: ScopeCluster, Category: CatCPPreflightBlocked, Severity: Error, Domain: DomainControlPlane,
+		Title:       "KubeadmControlPlane {kcp} waits for its preflight checks ({ready}/{desired} ready): the control plane pods of its Machines are not healthy",
+		Remediation: "KCP adds no control plane Machine until the existing ones are healthy: fix what the control plane node reports (its kubelet, runtime or image pulls), not KCP.",
+		RefutedBy:   "every control plane Machine with APIServerPodHealthy, ControllerManagerPodHealthy, SchedulerPodHealthy, EtcdPodHealthy and EtcdMemberHealthy True",
+	})
+	MachineDeploymentNotReady = register(Problem{
+		ID: "MachineDeploymentNotReady", Scope: ScopeCluster, Category: CatMDNotReady, Severity: Error, Domain: DomainUnknown,
+		Title:       "MachineDeployment {md} has 0 of {desired} replicas ready",
+		Remediation: "Fix what keeps its Machines from running (the findings it is explained by).",
+		RefutedBy:   "MachineDeployment {md} with a ready replica",
+	})
+	MHCRemediationLoop = register(Problem{
+		ID: "MHCRemediationLoop", Scope: ScopeCluster, Category: CatMHCLoop, Severity: Error, Domain: DomainUnknown, Confidence: Medium,
+		Title:       "MachineHealthCheck {mhc} keeps remediating Machines that never become healthy ({now} now, {replacements} replacement(s))",
+		Remediation: "Remediation only replaces the VM with an identical one: fix the cause the nodes report. To keep a failing VM for inspection, annotate its Machine with cluster.x-k8s.io/skip-remediation=\"\" (remove it afterwards).",
+		RefutedBy:   "the replacement Machines becoming healthy and staying so",
+	})
+	AddonNotMatched = register(Problem{
+		ID: "AddonNotMatched", Scope: ScopeCluster, Category: CatAddonMissing, Severity: Error, Domain: DomainAddon,
+		Title:       "{what}",
+		Remediation: "{remediation}",
+		RefutedBy:   "{refuted_by}",
+	})
+	AddonReleaseFailed = register(Problem{
+		ID: "AddonReleaseFailed", Scope: ScopeCluster, Category: CatAddonFailed, Severity: Error, Domain: DomainAddon,
+		Title:       "the {label} release {release} of HelmChartProxy {proxy} failed",
+		Remediation: "Read the release's conditions and the caaph-controller-manager logs (caaph-system) for the Helm error; fix the chart values in HelmChartProxy {proxy}.",
+		RefutedBy:   "the release deployed (status deployed)",
+	})
+)

@@ -563,7 +563,7 @@ func TestFreshMachineIsNotAnError(t *testing.T) {
 			t.Errorf("fresh Machine gives %s [%s]: %s", f.Key, f.Severity, f.Title)
 		}
 	}
-	if f := find(inc, "MachineNotRunning/Machine/capz-e2e-md-0-new"); f == nil || f.Severity != rules.Info {
+	if f := find(inc, "MachineProvisioning/Machine/capz-e2e-md-0-new"); f == nil || f.Severity != rules.Info {
 		t.Errorf("fresh Machine finding %+v, want an info one", f)
 	}
 }

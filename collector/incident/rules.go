@@ -10,28 +10,17 @@ import (
 	"github.com/nodediag/nodediag/collector/capi"
 )
 
-// Cluster finding IDs and categories. The categories extend the node
-// categories of docs/CONTRACTS.md with cluster ones.
-const (
-	IDMachineNotRunning     = "MachineNotRunning"
-	IDMachineNodeError      = "MachineNodeError"
-	IDInfraMachineFailed    = "InfraMachineFailed"
-	IDControlPlaneNotInit   = "ControlPlaneNotInitialized"
-	IDKCPPreflightWaiting   = "KCPPreflightWaiting"
-	IDMachineDeploymentDown = "MachineDeploymentNotReady"
-	IDMHCRemediationLoop    = "MHCRemediationLoop"
-	IDAddonNotMatched       = "AddonNotMatched"
-	IDAddonReleaseFailed    = "AddonReleaseFailed"
-
-	CatMachineNotRunning  = "machine.not-running"
-	CatMachineNodeError   = "machine.node-error"
-	CatInfraFailed        = "infra.provisioning-failed"
-	CatCPNotInitialized   = "controlplane.not-initialized"
-	CatCPPreflightBlocked = "controlplane.preflight-blocked"
-	CatMDNotReady         = "machinedeployment.not-ready"
-	CatMHCLoop            = "machinehealthcheck.remediation-loop"
-	CatAddonMissing       = "addon.not-installed"
-	CatAddonFailed        = "addon.release-failed"
+// Cluster finding IDs: the catalog's (agent/rules/cluster.go).
+var (
+	IDMachineNotRunning     = rules.MachineNotRunning.ID
+	IDMachineNodeError      = rules.MachineNodeError.ID
+	IDInfraMachineFailed    = rules.InfraMachineFailed.ID
+	IDControlPlaneNotInit   = rules.ControlPlaneNotInitialized.ID
+	IDKCPPreflightWaiting   = rules.KCPPreflightWaiting.ID
+	IDMachineDeploymentDown = rules.MachineDeploymentNotReady.ID
+	IDMHCRemediationLoop    = rules.MHCRemediationLoop.ID
+	IDAddonNotMatched       = rules.AddonNotMatched.ID
+	IDAddonReleaseFailed    = rules.AddonReleaseFailed.ID
 )
 
 // The conditions KCP's preflight checks want on every control plane
@@ -118,13 +107,17 @@ func (d *diag) ruleMachines() {
 		var f *Finding
 		switch {
 		case notRunning(m.Phase):
-			f = &Finding{ID: IDMachineNotRunning, Category: CatMachineNotRunning, Severity: rules.Error, Subject: objName(&m.Object)}
+			mp := rules.Params{"machine": m.Name, "phase": m.Phase}
+			f = newFinding(rules.MachineNotRunning, objName(&m.Object), mp)
 			f.Evidence = append([]Evidence{phaseEv}, badConditions(&m.Object, 3)...)
-			f.RefutedBy = fmt.Sprintf("Machine %s reaching Running with nothing changed on its VM", m.Name)
+			retitle := func(detail string) {
+				mp["detail"] = detail
+				*f = *withEvidence(newFinding(rules.MachineNotRunning, f.Subject, mp), f.Evidence)
+			}
 			switch {
 			case s.Node != nil && s.top != nil && rules.SeverityAtLeast(s.top.GetSeverity(), rules.Warning):
 				node := s.nodeName()
-				f.Title = fmt.Sprintf("Machine %s is %s, not Running: its node %s reports %s", m.Name, m.Phase, node, s.top.GetTitle())
+				retitle(fmt.Sprintf(": its node %s reports %s", node, s.top.GetTitle()))
 				f.NodeCause = nodeCause(node, s.top)
 				f.Evidence = append(f.Evidence, d.nodeEvidence(node, s.top)...)
 				f.Domain = domainOf(s.top.GetCategory())
@@ -139,7 +132,7 @@ func (d *diag) ruleMachines() {
 				}
 			case s.Node != nil:
 				node := s.nodeName()
-				f.Title = fmt.Sprintf("Machine %s is %s, not Running, but its node %s reports no problem", m.Name, m.Phase, node)
+				retitle(fmt.Sprintf(", but its node %s reports no problem", node))
 				f.Domain = DomainCloud
 				f.Confidence = rules.Low
 				f.ConfidenceReason = "the node is healthy by its own report: what is missing is between the node and the Machine (node registration, providerID)"
@@ -147,24 +140,18 @@ func (d *diag) ruleMachines() {
 				f.Remediation = "Make sure the cloud-controller-manager runs in the workload cluster (it sets spec.providerID on the Node, which the Machine waits for)."
 				f.ChainLink = linkProviderID
 			case d.o.Now.Sub(since) < d.o.Grace:
-				f.Severity = rules.Info
-				f.Title = fmt.Sprintf("Machine %s is %s (%s): within the usual provisioning time", m.Name, m.Phase, sinceText(d.o.Now, m))
-				f.Domain = DomainUnknown
-				f.Confidence = rules.Low
+				ev := f.Evidence
+				f = withEvidence(newFinding(rules.MachineProvisioning, f.Subject, rules.Params{"machine": m.Name, "phase": m.Phase, "since": sinceText(d.o.Now, m), "grace": d.o.Grace.String()}), ev)
 				f.ConfidenceReason = fmt.Sprintf("younger than %s and no node report: not yet a problem", d.o.Grace)
-				f.RefutedBy = "nothing yet: look again after the grace period"
 			default:
-				f.Title = fmt.Sprintf("Machine %s is %s, not Running, and no node report explains it", m.Name, m.Phase)
-				f.Domain = DomainUnknown
-				f.Confidence = rules.Low
+				retitle(", and no node report explains it")
 				f.ConfidenceReason = "no agent report for this Machine's VM: the cause on the node is unknown"
 				f.MissingEvidence = fmt.Sprintf("the node's own evidence: run `%s` (the agent binary on the VM, or from a bundle)", d.vmCommand(m))
-				f.Remediation = "Collect the node's evidence first (see missing evidence), then fix what it names."
 			}
 		case s.failed && s.top != nil:
 			node := s.nodeName()
-			f = &Finding{ID: IDMachineNodeError, Category: CatMachineNodeError, Severity: rules.Error, Subject: objName(&m.Object)}
-			f.Title = fmt.Sprintf("Machine %s is %s but its node %s reports %s", m.Name, m.Phase, node, s.top.GetTitle())
+			f = newFinding(rules.MachineNodeError, objName(&m.Object), rules.Params{"machine": m.Name, "phase": m.Phase, "node": node, "node_title": s.top.GetTitle(),
+				"remediation": s.top.GetRemediation(), "refuted_by": s.top.GetRefutedBy()})
 			f.Evidence = append([]Evidence{phaseEv}, d.nodeEvidence(node, s.top)...)
 			f.NodeCause = nodeCause(node, s.top)
 			f.Domain = domainOf(s.top.GetCategory())
@@ -214,10 +201,13 @@ func (d *diag) ruleInfra(s *mstate) {
 	if len(ev) == 0 {
 		return
 	}
-	f := &Finding{ID: IDInfraMachineFailed, Category: CatInfraFailed, Severity: rules.Error, Subject: objName(&im.Object), Evidence: ev, Domain: DomainCloud}
 	extension := strings.Contains(strings.ToLower(text), "extension") || strings.Contains(text, "Bootstrap")
+	what := "the provider failed to provision the VM: " + strings.TrimSpace(text)
 	if extension {
-		f.Title = fmt.Sprintf("%s %s: the VM's bootstrapping extension failed (it waits for cloud-init to finish)", im.Kind, im.Name)
+		what = "the VM's bootstrapping extension failed (it waits for cloud-init to finish)"
+	}
+	f := withEvidence(newFinding(rules.InfraMachineFailed, objName(&im.Object), rules.Params{"kind": im.Kind, "name": im.Name, "what": what}), ev)
+	if extension {
 		f.RefutedBy = "cloud-init finished on the VM and wrote /run/cluster-api/bootstrap-success.complete"
 		if s.finding != nil && s.finding.NodeCause != nil {
 			f.Confidence, f.ConfidenceReason = rules.High, "the node's report names the bootstrap failure the extension waited for"
@@ -230,10 +220,7 @@ func (d *diag) ruleInfra(s *mstate) {
 		f.MissingEvidence = fmt.Sprintf("cloud-init's log on the VM: `%s`", d.vmCommand(s.m))
 		f.Escalation = "If cloud-init finished successfully on the VM and the extension still failed, open a case with Azure support quoting the extension's error."
 	} else {
-		f.Title = fmt.Sprintf("%s %s: the provider failed to provision the VM: %s", im.Kind, im.Name, strings.TrimSpace(text))
 		f.Confidence, f.ConfidenceReason = rules.High, "the provider's own status says the VM failed"
-		f.RefutedBy = "the VM existing and running (provider's activity log)"
-		f.Remediation = "Read the provider's error (quota, SKU availability in the region, allocation): change the machine template (size, zone) or raise the quota."
 		f.Escalation = "Quota, capacity (AllocationFailed) or platform errors belong to the cloud provider: open a case with the error and the VM name."
 	}
 	d.add(f)
@@ -258,7 +245,11 @@ func (d *diag) ruleControlPlane() {
 	kcp := d.c.ControlPlane
 	initialized := d.c.ControlPlaneInitialized || (kcp != nil && kcp.Initialized)
 	if !initialized && (kcp != nil || len(cps) > 0) {
-		f := &Finding{ID: IDControlPlaneNotInit, Category: CatCPNotInitialized, Severity: rules.Critical, Subject: objName(&d.c.Object), Domain: DomainControlPlane}
+		what := fmt.Sprintf("the control plane of cluster %s is not initialised", d.c.Name)
+		if len(cps) > 0 {
+			what = fmt.Sprintf("the first control plane Machine %s has not initialised the control plane", cps[0].m.Name)
+		}
+		f := newFinding(rules.ControlPlaneNotInitialized, objName(&d.c.Object), rules.Params{"what": what})
 		f.Evidence = append(f.Evidence, Evidence{Source: objName(&d.c.Object) + " status", Excerpt: "control plane initialized: false"})
 		if c, ok := d.c.Condition("ControlPlaneInitialized"); ok {
 			f.Evidence = append(f.Evidence, condEvidence(&d.c.Object, c))
@@ -266,13 +257,9 @@ func (d *diag) ruleControlPlane() {
 		if kcp != nil {
 			f.Evidence = append(f.Evidence, replicasEvidence(&kcp.Object, kcp.Replicas))
 		}
-		f.Title = fmt.Sprintf("the control plane of cluster %s is not initialised: no other Machine can join", d.c.Name)
-		f.Confidence, f.ConfidenceReason = rules.High, "Cluster API's own status says the control plane is not initialised; workers join only an initialised control plane"
-		f.RefutedBy = "the Cluster's ControlPlaneInitialized condition True"
-		f.Remediation = "Fix the first control plane Machine (kubeadm init runs only there); the others follow."
+		f.ConfidenceReason = "Cluster API's own status says the control plane is not initialised; workers join only an initialised control plane"
 		if len(cps) > 0 {
 			first := cps[0]
-			f.Title = fmt.Sprintf("the first control plane Machine %s has not initialised the control plane: no other Machine can join", first.m.Name)
 			f.Evidence = append(f.Evidence, Evidence{Source: objName(&first.m.Object) + " status.phase", Excerpt: "phase: " + first.m.Phase + " (first control plane Machine: kubeadm init runs here)"})
 			f = d.add(f)
 			if ff := first.finding; ff != nil {
@@ -349,10 +336,7 @@ func (d *diag) ruleControlPlane() {
 		return
 	}
 	ev = append([]Evidence{replicasEvidence(&kcp.Object, kcp.Replicas)}, ev...)
-	f := &Finding{ID: IDKCPPreflightWaiting, Category: CatCPPreflightBlocked, Severity: rules.Error, Subject: objName(&kcp.Object), Domain: DomainControlPlane, Evidence: ev}
-	f.Title = fmt.Sprintf("KubeadmControlPlane %s waits for its preflight checks (%d/%d ready): the control plane pods of its Machines are not healthy", kcp.Name, kcp.Replicas.Ready, kcp.Replicas.Desired)
-	f.RefutedBy = "every control plane Machine with APIServerPodHealthy, ControllerManagerPodHealthy, SchedulerPodHealthy, EtcdPodHealthy and EtcdMemberHealthy True"
-	f.Remediation = "KCP adds no control plane Machine until the existing ones are healthy: fix what the control plane node reports (its kubelet, runtime or image pulls), not KCP."
+	f := withEvidence(newFinding(rules.KCPPreflightWaiting, objName(&kcp.Object), rules.Params{"kcp": kcp.Name, "ready": fmt.Sprint(kcp.Replicas.Ready), "desired": fmt.Sprint(kcp.Replicas.Desired)}), ev)
 	f = d.add(f)
 	explained := false
 	for _, s := range lacking {
@@ -389,11 +373,9 @@ func (d *diag) ruleMachineDeployments() {
 		if md.Replicas.Desired == 0 || md.Replicas.Ready > 0 || md.DeletionTimestamp != nil || d.scalingUp(md) {
 			continue
 		}
-		f := &Finding{ID: IDMachineDeploymentDown, Category: CatMDNotReady, Severity: rules.Error, Subject: objName(&md.Object), Domain: DomainUnknown}
-		f.Title = fmt.Sprintf("MachineDeployment %s has 0 of %d replicas ready", md.Name, md.Replicas.Desired)
+		f := newFinding(rules.MachineDeploymentNotReady, objName(&md.Object), rules.Params{"md": md.Name, "desired": fmt.Sprint(md.Replicas.Desired)})
 		f.Evidence = append([]Evidence{replicasEvidence(&md.Object, md.Replicas)}, badConditions(&md.Object, 2)...)
-		f.RefutedBy = fmt.Sprintf("MachineDeployment %s with a ready replica", md.Name)
-		f.Confidence, f.ConfidenceReason = rules.High, "the replica counts are Cluster API's own"
+		f.ConfidenceReason = "the replica counts are Cluster API's own"
 		f = d.add(f)
 		if cp := d.byKey[IDControlPlaneNotInit+"/"+objName(&d.c.Object)]; cp != nil {
 			d.explain(cp, f)
@@ -463,11 +445,8 @@ func (d *diag) ruleMachineHealthChecks() {
 		if len(ev) > 6 {
 			ev = append(ev[:5], Evidence{Source: "…", Excerpt: fmt.Sprintf("%d more", len(ev)-5)})
 		}
-		f := &Finding{ID: IDMHCRemediationLoop, Category: CatMHCLoop, Severity: rules.Error, Subject: objName(&mhc.Object), Domain: DomainUnknown, Evidence: ev}
-		f.Title = fmt.Sprintf("MachineHealthCheck %s keeps remediating Machines that never become healthy (%d now, %d replacement(s))", mhc.Name, len(remediated), replacements)
-		f.Confidence, f.ConfidenceReason = rules.Medium, "remediations and replacements are visible, but Cluster API keeps no history of deleted Machines"
-		f.RefutedBy = "the replacement Machines becoming healthy and staying so"
-		f.Remediation = fmt.Sprintf("Remediation only replaces the VM with an identical one: fix the cause the nodes report. To keep a failing VM for inspection, annotate its Machine with %s=\"\" (remove it afterwards).", annSkipRemediate)
+		f := withEvidence(newFinding(rules.MHCRemediationLoop, objName(&mhc.Object), rules.Params{"mhc": mhc.Name, "now": fmt.Sprint(len(remediated)), "replacements": fmt.Sprint(replacements)}), ev)
+		f.ConfidenceReason = "remediations and replacements are visible, but Cluster API keeps no history of deleted Machines"
 		f = d.add(f)
 		for _, s := range remediated {
 			if s.finding != nil {
@@ -558,12 +537,10 @@ func (d *diag) ruleAddons() {
 			d.addonOK[k.kind] = true
 			for _, r := range d.c.HelmReleaseProxies {
 				if (r.ChartName == matched.ChartName || strings.HasPrefix(r.Name, matched.Name)) && strings.EqualFold(r.Status, "failed") {
-					f := &Finding{ID: IDAddonReleaseFailed, Category: CatAddonFailed, Severity: rules.Error, Subject: "HelmReleaseProxy/" + r.Name, Domain: DomainAddon, ChainLink: k.link}
-					f.Title = fmt.Sprintf("the %s release %s of HelmChartProxy %s failed", k.label, r.Name, matched.Name)
+					f := newFinding(rules.AddonReleaseFailed, "HelmReleaseProxy/"+r.Name, rules.Params{"label": k.label, "release": r.Name, "proxy": matched.Name})
+					f.ChainLink = k.link
 					f.Evidence = append([]Evidence{{Source: "HelmReleaseProxy/" + r.Name + " status.status", Excerpt: "status: " + r.Status}}, badConditions(&r.Object, 2)...)
-					f.Confidence, f.ConfidenceReason = rules.High, "CAAPH's own status says the release failed"
-					f.RefutedBy = "the release deployed (status deployed)"
-					f.Remediation = "Read the release's conditions and the caaph-controller-manager logs (caaph-system) for the Helm error; fix the chart values in HelmChartProxy " + matched.Name + "."
+					f.ConfidenceReason = "CAAPH's own status says the release failed"
 					d.addonOK[k.kind] = false
 					d.addons[k.kind] = d.add(f)
 				}
@@ -573,7 +550,10 @@ func (d *diag) ruleAddons() {
 		if len(of) == 0 && (k.kind != "cni" || len(cniNodes) == 0) {
 			continue // no proxy of that kind: maybe installed another way.
 		}
-		f := &Finding{ID: IDAddonNotMatched, Category: CatAddonMissing, Severity: rules.Error, Subject: subject, Domain: DomainAddon, ChainLink: k.link}
+		// Title, remediation and refutation are set below, from what the
+		// charts and nodes say.
+		f := newFinding(rules.AddonNotMatched, subject, rules.Params{"what": "", "remediation": "", "refuted_by": ""})
+		f.ChainLink = k.link
 		f.Evidence = append(f.Evidence, Evidence{Source: objName(&d.c.Object) + " metadata.labels", Excerpt: labels})
 		for _, p := range of {
 			ex := "selector: " + p.SelectorString() + fmt.Sprintf("; matchingClusters: %d", len(p.MatchingClusters))

@@ -130,6 +130,12 @@ func newFinding(p *rules.Problem, subject string, params rules.Params) *Finding 
 		Confidence: p.Confidence, Title: nf.GetTitle(), Remediation: nf.GetRemediation(), RefutedBy: nf.GetRefutedBy()}
 }
 
+// withEvidence sets f's evidence and returns f.
+func withEvidence(f *Finding, ev []Evidence) *Finding {
+	f.Evidence = ev
+	return f
+}
+
 func linkDomain(link string) string {
 	if link == workload.LinkCNM || link == workload.LinkCCM {
 		return DomainCloud

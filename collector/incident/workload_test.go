@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodediag/nodediag/agent/rules"
 	"github.com/nodediag/nodediag/collector/workload"
 )
 
@@ -212,5 +213,38 @@ func TestWorkloadYoungAndCilium(t *testing.T) {
 		if strings.HasPrefix(f.ID, "Workload") {
 			t.Errorf("finding %s: %s", f.Key, f.Title)
 		}
+	}
+}
+
+// Every finding of an incident is a cluster problem of the catalog, with
+// the catalog's category and severity: one engine, one catalog.
+func TestEveryClusterFindingIsInTheCatalog(t *testing.T) {
+	c, nrs := missingCNI(t)
+	w, wrs := workerStuck(t)
+	incs := []*Incident{diagnose(t, c, nrs...), diagnose(t, w, wrs...), diagnose(t, w)}
+	s := healthyChain(wlNode("capz-e2e-cp-0", false, wlCNINotReady, true, ""))
+	setLink(s, wl(workload.LinkKubeProxy, "DaemonSet", "kube-system", "kube-proxy", 2, 0,
+		waitingPod("kube-proxy-8sd57", "capz-e2e-cp-0", "kube-proxy", "ImagePullBackOff", wlKubeProxyPull, "registry.k8s.io/kube-proxy:v1.31.100", nil)))
+	s.Workloads = slices.DeleteFunc(s.Workloads, func(w workload.Workload) bool { return w.Link == workload.LinkCoreDNS })
+	incs = append(incs, diagnoseWL(t, s))
+	n := 0
+	for _, inc := range incs {
+		for _, f := range inc.Findings {
+			n++
+			p, ok := rules.Lookup(f.ID)
+			if !ok || p.Scope != rules.ScopeCluster {
+				t.Errorf("%s: not a cluster problem of the catalog", f.Key)
+				continue
+			}
+			if f.Category != p.Category || f.Severity != p.Severity {
+				t.Errorf("%s: category %s severity %s, the catalog says %s %s", f.Key, f.Category, f.Severity, p.Category, p.Severity)
+			}
+			if strings.Contains(f.Title, "{") && !strings.Contains(p.Title, "{what}") {
+				t.Errorf("%s: a template parameter left in the title %q", f.Key, f.Title)
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d findings looked at", n)
 	}
 }
