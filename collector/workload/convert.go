@@ -49,26 +49,13 @@ func (s *State) Reduce(o Objects) {
 		if err != nil || sel == nil {
 			selector = labels.Nothing()
 		}
-		var good []Pod
+		var mine []*corev1.Pod
 		for i := range o.Pods {
-			p := &o.Pods[i]
-			if p.Namespace != meta.Namespace || !selector.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			rp := pod(p)
-			if podReady(p) {
-				good = append(good, rp)
-			} else if len(w.Pods) < maxBadPods {
-				w.Pods = append(w.Pods, rp)
-			} else {
-				w.PodsOmitted++
+			if p := &o.Pods[i]; p.Namespace == meta.Namespace && selector.Matches(labels.Set(p.Labels)) {
+				mine = append(mine, p)
 			}
 		}
-		if len(good) > maxGoodPods {
-			w.PodsOmitted += len(good) - maxGoodPods
-			good = good[:maxGoodPods]
-		}
-		w.Pods = append(w.Pods, good...)
+		w.keepPods(mine)
 		s.Workloads = append(s.Workloads, w)
 	}
 	for i := range o.DaemonSets {
@@ -99,6 +86,27 @@ func sortWorkloads(ws []Workload) {
 		}
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+}
+
+// keepPods keeps the pods of w that are not ready (at most maxBadPods)
+// and a few ready ones, counting the rest in PodsOmitted.
+func (w *Workload) keepPods(pods []*corev1.Pod) {
+	var good []Pod
+	for _, p := range pods {
+		switch {
+		case podReady(p):
+			good = append(good, pod(p))
+		case len(w.Pods) < maxBadPods:
+			w.Pods = append(w.Pods, pod(p))
+		default:
+			w.PodsOmitted++
+		}
+	}
+	if len(good) > maxGoodPods {
+		w.PodsOmitted += len(good) - maxGoodPods
+		good = good[:maxGoodPods]
+	}
+	w.Pods = append(w.Pods, good...)
 }
 
 func clip(s string) string {

@@ -80,24 +80,12 @@ func podWorkloads(pods []corev1.Pod) []Workload {
 			w.Images = append(w.Images, c.Image)
 		}
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-		var good []Pod
 		for _, p := range ps {
-			rp := pod(p)
-			switch {
-			case podReady(p):
+			if podReady(p) {
 				w.Ready++
-				good = append(good, rp)
-			case len(w.Pods) < maxBadPods:
-				w.Pods = append(w.Pods, rp)
-			default:
-				w.PodsOmitted++
 			}
 		}
-		if len(good) > maxGoodPods {
-			w.PodsOmitted += len(good) - maxGoodPods
-			good = good[:maxGoodPods]
-		}
-		w.Pods = append(w.Pods, good...)
+		w.keepPods(ps)
 		out = append(out, w)
 	}
 	return out

@@ -11,15 +11,19 @@ package workload
 
 import (
 	"time"
+
+	"github.com/nodediag/nodediag/agent/rules"
 )
 
 // The chain's links that live in the workload cluster, in chain order.
+// They are the catalog's (agent/rules), so that a link means the same in
+// the State and in the incident.
 const (
-	LinkKubeProxy = "kube-proxy"
-	LinkCNI       = "CNI"
-	LinkCoreDNS   = "CoreDNS"
-	LinkCNM       = "cloud-node-manager"
-	LinkCCM       = "cloud-controller-manager"
+	LinkKubeProxy = rules.LinkKubeProxy
+	LinkCNI       = rules.LinkCNI
+	LinkCoreDNS   = rules.LinkCoreDNS
+	LinkCNM       = rules.LinkCNM
+	LinkCCM       = rules.LinkCCM
 )
 
 // Links are the workload links in chain order.
