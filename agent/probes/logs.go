@@ -45,6 +45,10 @@ var logsFiles = []logsFile{
 	// ring buffer some images save at boot.
 	{"/var/log/kern.log", "syslog"},
 	{"/var/log/dmesg", "kernel"},
+	// Ignition's messages (Flatcar's provisioning, before its
+	// kubeadm.service), where a collector saved them: CAPZ's CI trees
+	// keep journalctl -t ignition as ignition.log.
+	{"/var/log/ignition.log", "cloud-init-output"},
 }
 
 // logsDir holds, besides logsFiles, the kubeadm output saved by bootstrap

@@ -49,6 +49,8 @@ const (
 	CatCPNotInitialized   = "controlplane.not-initialized"
 	CatCPPreflightBlocked = "controlplane.preflight-blocked"
 	CatMDNotReady         = "machinedeployment.not-ready"
+	CatMPNotReady         = "machinepool.not-ready"
+	CatReconcileError     = "controller.reconcile-error"
 	CatMHCLoop            = "machinehealthcheck.remediation-loop"
 	CatAddonMissing       = "addon.not-installed"
 	CatAddonFailed        = "addon.release-failed"
@@ -61,7 +63,7 @@ const (
 // ClusterCategories lists every cluster category, for validation.
 var ClusterCategories = []string{
 	CatMachineNotRunning, CatMachineNodeError, CatInfraFailed, CatCPNotInitialized, CatCPPreflightBlocked,
-	CatMDNotReady, CatMHCLoop, CatAddonMissing, CatAddonFailed,
+	CatMDNotReady, CatMPNotReady, CatReconcileError, CatMHCLoop, CatAddonMissing, CatAddonFailed,
 	CatComponentFailing, CatComponentMissing, CatNodeNotReady, CatNodeUninitialized,
 }
 
@@ -159,6 +161,19 @@ var (
 		Title:       "MachineDeployment {md} has 0 of {desired} replicas ready",
 		Remediation: "Fix what keeps its Machines from running (the findings it is explained by).",
 		RefutedBy:   "MachineDeployment {md} with a ready replica",
+	})
+	MachinePoolNotReady = register(Problem{
+		ID: "MachinePoolNotReady", Scope: ScopeCluster, Category: CatMPNotReady, Severity: Error, Domain: DomainUnknown,
+		Title:       "MachinePool {pool} has {ready} of {desired} replicas ready ({since})",
+		Remediation: "Fix what keeps its instances from running (the findings it is explained by); an instance's own evidence comes from `az vmss run-command invoke --instance-id` (scripts/run-command).",
+		RefutedBy:   "MachinePool {pool} with all its replicas ready",
+	})
+	ControllerReconcileError = register(Problem{
+		ID: "ControllerReconcileError", Scope: ScopeCluster, Category: CatReconcileError, Severity: Error, Domain: DomainUnknown, Confidence: Medium,
+		Title:       "{kind} {name}: {error} ({controller})",
+		Remediation: "{advice}",
+		Defaults:    Params{"advice": "The controller's own error says what it cannot do: fix that (credentials, quota and cloud API errors are the provider's; bootstrap data errors the KubeadmConfig's); the controller retries by itself."},
+		RefutedBy:   "a later reconcile of {kind} {name} without the error (the object turning Ready)",
 	})
 	MHCRemediationLoop = register(Problem{
 		ID: "MHCRemediationLoop", Scope: ScopeCluster, Category: CatMHCLoop, Severity: Error, Domain: DomainUnknown, Confidence: Medium,

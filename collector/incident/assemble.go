@@ -232,7 +232,7 @@ func (d *diag) ranked() []Finding {
 		if v, ok := machines[f.Key]; ok {
 			return v
 		}
-		v := f.ID == IDMachineNotRunning || f.ID == IDMachineDeploymentDown || f.ID == IDControlPlaneNotInit
+		v := f.ID == IDMachineNotRunning || f.ID == IDMachineDeploymentDown || f.ID == IDMachinePoolDown || f.ID == IDControlPlaneNotInit
 		for _, k := range f.Explains {
 			if !v && depth < len(d.findings) {
 				v = blocks(d.byKey[k], depth+1)
@@ -408,6 +408,9 @@ func (d *diag) symptoms() []string {
 	for _, md := range d.c.MachineDeployments {
 		out = append(out, fmt.Sprintf("MachineDeployment %s: %d/%d ready", md.Name, md.Replicas.Ready, md.Replicas.Desired))
 	}
+	for _, mp := range d.c.MachinePools {
+		out = append(out, fmt.Sprintf("MachinePool %s: %d/%d ready", mp.Name, mp.Replicas.Ready, mp.Replicas.Desired))
+	}
 	for _, f := range d.findings {
 		if f.ID == IDMHCRemediationLoop || f.ID == IDAddonNotMatched || f.ID == IDAddonReleaseFailed {
 			out = append(out, f.Title)
@@ -425,6 +428,11 @@ func (d *diag) impact() string {
 	for _, md := range d.c.MachineDeployments {
 		if md.Replicas.Desired > 0 && md.Replicas.Ready == 0 {
 			down = append(down, md.Name)
+		}
+	}
+	for _, mp := range d.c.MachinePools {
+		if mp.Replicas.Desired > 0 && mp.Replicas.Ready == 0 {
+			down = append(down, mp.Name)
 		}
 	}
 	bad := 0

@@ -41,6 +41,10 @@ type Options struct {
 	// dumps; nil when it was not read. A State whose API server did not
 	// answer is a gap in the report.
 	Workload *workload.State
+	// ObjectLogs are the management cluster's controller log lines and
+	// Warning events that name objects (a CI tree's controller logs and
+	// events.log): the evidence of a Machine whose node gave none.
+	ObjectLogs []ObjectLog
 }
 
 // Diagnose joins the cluster's Machines with the node reports, re-judges the
@@ -110,6 +114,8 @@ func Diagnose(c *capi.Cluster, reports []NodeReport, o Options) (*Incident, erro
 	d.ruleAddons()
 	d.ruleWorkload()
 	d.ruleMachineDeployments()
+	d.ruleMachinePools()
+	d.ruleObjectLogs()
 	d.ruleMachineHealthChecks()
 	d.chain()
 	inc := d.assemble()

@@ -18,6 +18,8 @@ var (
 	IDControlPlaneNotInit   = rules.ControlPlaneNotInitialized.ID
 	IDKCPPreflightWaiting   = rules.KCPPreflightWaiting.ID
 	IDMachineDeploymentDown = rules.MachineDeploymentNotReady.ID
+	IDMachinePoolDown       = rules.MachinePoolNotReady.ID
+	IDReconcileError        = rules.ControllerReconcileError.ID
 	IDMHCRemediationLoop    = rules.MHCRemediationLoop.ID
 	IDAddonNotMatched       = rules.AddonNotMatched.ID
 	IDAddonReleaseFailed    = rules.AddonReleaseFailed.ID

@@ -87,6 +87,11 @@ func TestLoad(t *testing.T) {
 	if topID(r) == "" || topID(r) != topID(&diskFull) || r.GetEvidence() == nil {
 		t.Errorf("host root: top %q (check says %q), evidence %v", topID(r), topID(&diskFull), r.GetEvidence() != nil)
 	}
+	// Named as check names it (from its evidence), not after its
+	// directory: the name joins the report to its Machine.
+	if n := r.GetHost().GetNodeName(); n == "" || n != diskFull.GetHost().GetNodeName() || n == "root" {
+		t.Errorf("host root named %q, check names it %q", n, diskFull.GetHost().GetNodeName())
+	}
 
 	// What is not a report.
 	for name, path := range map[string]string{
