@@ -77,6 +77,7 @@ func Analyze(ctx context.Context, root string, e *rules.Engine) (*Result, error)
 	}
 	o := capi.NewObjects(objs)
 	now := res.clock(newestTime(objs))
+	logs := res.objectLogs()
 	for _, nn := range o.Clusters() {
 		cr := &ClusterResult{Namespace: nn[0], Name: nn[1]}
 		res.Clusters = append(res.Clusters, cr)
@@ -85,7 +86,7 @@ func Analyze(ctx context.Context, root string, e *rules.Engine) (*Result, error)
 			cr.Err = err
 			continue
 		}
-		cr.Incident, cr.Err = incident.Diagnose(c, res.reportsOf(nn[1]), incident.Options{Now: now, Engine: e, Workload: res.workloadOf(nn[1], now)})
+		cr.Incident, cr.Err = incident.Diagnose(c, res.reportsOf(nn[1]), incident.Options{Now: now, Engine: e, Workload: res.workloadOf(nn[1], now), ObjectLogs: logs})
 	}
 	return res, nil
 }

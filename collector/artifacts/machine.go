@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,8 @@ type Checked struct {
 	// Problems are the machine's own (symlinks not followed) and what the
 	// probes could not read of its files.
 	Problems []string
+	// Skipped are the files known and knowingly not read, each with why.
+	Skipped []string
 }
 
 // Check runs the agent's probes over a view of the machine's files (each
@@ -106,11 +109,13 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 			}
 			continue
 		}
-		if fi, err := os.Lstat(p); err == nil && fi.Size() == 0 {
-			v.problems = append(v.problems, fmt.Sprintf("%s is empty: the collector's journalctl printed nothing (it keeps no stderr), so this journal is unknown, not empty", name))
-			continue
+		v.emptyOrNot(name, p)
+	}
+	v.kernelAndProvisioning(m, &texts)
+	for rel, p := range m.PodLogs {
+		if err := v.place(podsDir+"/"+rel, p); err != nil {
+			return nil, err
 		}
-		v.problems = append(v.problems, fmt.Sprintf("%s: not journalctl's short output (short, short-precise, short-iso): not read", name))
 	}
 	for name, hp := range copies {
 		if name == "kubelet.log" || name == "containerd.log" {
@@ -159,7 +164,13 @@ func (m *Machine) Check(ctx context.Context, e *rules.Engine) (*Checked, error) 
 	if hostname != "" {
 		r.Host.Hostname = hostname
 	}
-	c := &Checked{Report: r, Clock: clock, Problems: append([]string(nil), m.Problems...)}
+	c := &Checked{Report: r, Clock: clock, Problems: append([]string(nil), m.Problems...), Skipped: v.skipped}
+	for name := range m.Files {
+		if why := notRead(name); why != "" {
+			c.Skipped = append(c.Skipped, name+": not read: "+why)
+		}
+	}
+	sort.Strings(c.Skipped)
 	for _, pe := range ev.GetProbes() {
 		for _, u := range pe.GetUnreadable() {
 			c.Problems = append(c.Problems, fmt.Sprintf("%s: %s", v.treePath(u.GetSource()), u.GetError()))
@@ -202,6 +213,49 @@ type view struct {
 	problems []string
 	// scratch holds the logs rewritten without a collector's preamble.
 	scratch string
+	// skipped are files not read here, each with why.
+	skipped []string
+}
+
+// podsDir is where the kubelet keeps its container logs.
+const podsDir = "/var/log/pods"
+
+// kernelAndProvisioning reads kern.log (journalctl -k) as a journal export
+// when journal.log, which holds the same messages, was not read, and
+// ignition.log (journalctl -t ignition) as a provisioning log.
+func (v *view) kernelAndProvisioning(m *Machine, texts *[]journal.TextExport) {
+	if p, ok := m.Files["kern.log"]; ok {
+		whole := false
+		for _, x := range *texts {
+			whole = whole || x.Path == "/journal.log"
+		}
+		switch {
+		case whole:
+			v.skipped = append(v.skipped, "kern.log: not read: journal.log, which was read, holds the kernel's messages too")
+		case isJournalText(p):
+			if err := v.place("/kern.log", p); err == nil {
+				*texts = append(*texts, journal.TextExport{Path: "/kern.log"})
+			}
+		default:
+			v.emptyOrNot("kern.log", p)
+		}
+	}
+	if p, ok := m.Files["ignition.log"]; ok {
+		if fi, err := os.Lstat(p); err == nil && fi.Size() == 0 {
+			v.emptyOrNot("ignition.log", p)
+		} else if err := v.place("/var/log/ignition.log", p); err != nil {
+			v.problems = append(v.problems, err.Error())
+		}
+	}
+}
+
+// emptyOrNot says why a journal export was not read.
+func (v *view) emptyOrNot(name, p string) {
+	if fi, err := os.Lstat(p); err == nil && fi.Size() == 0 {
+		v.problems = append(v.problems, fmt.Sprintf("%s is empty: the collector's journalctl printed nothing (it keeps no stderr), so it is unknown, not empty", name))
+		return
+	}
+	v.problems = append(v.problems, fmt.Sprintf("%s: not journalctl's short output (short, short-precise, short-iso): not read", name))
 }
 
 // place puts an empty placeholder at host path hp (so that directory

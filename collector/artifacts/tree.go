@@ -47,7 +47,7 @@ const (
 	// maxEntries bounds the directory entries walked.
 	maxEntries = 200_000
 	// maxDepth bounds how deep below the given path the layout is looked for.
-	maxDepth = 8
+	maxDepth = 10
 )
 
 // Tree is what was found in an artifact tree.
@@ -62,10 +62,46 @@ type Tree struct {
 	// dumps of that cluster (clusters/CLUSTER/resources/Node/NAME.yaml,
 	// clusters/CLUSTER/resources/NS/Pod/NAME.yaml).
 	WorkloadDumps map[string][]string
+	// WorkloadTexts are, per workload cluster directory, the kubectl
+	// describe texts and pod logs CAPZ's collector writes instead of dumps
+	// (clusters/CLUSTER/nodes/NODE/node-describe.txt,
+	// clusters/CLUSTER/NS/POD/pod-describe.txt and CONTAINER.log), for
+	// the chain's namespaces.
+	WorkloadTexts map[string]*WorkloadTexts
+	// Events are the management side's events.log files
+	// (clusters/MGMT/resources/NS/events.log).
+	Events []string
+	// ControllerLogs are the management controllers' logs
+	// (clusters/MGMT/logs/NS/DEPLOYMENT/POD/CONTAINER.log, and the older
+	// clusters/MGMT/controllers/DEPLOYMENT/POD/CONTAINER.log).
+	ControllerLogs []ControllerLog
+	// ActivityLogs are CAPZ's Azure activity logs
+	// (clusters/CLUSTER/azure-activity-logs/RG.log).
+	ActivityLogs []string
 	// BuildLog is the path of build-log.txt, "" when there is none.
 	BuildLog string
 	// Problems are what could not be used, as sentences naming the path.
 	Problems []string
+}
+
+// WorkloadTexts are one workload cluster's describe texts and pod logs.
+type WorkloadTexts struct {
+	// Nodes are node-describe.txt paths by node name.
+	Nodes map[string]string
+	// Pods are by NS/POD.
+	Pods map[string]*PodFiles
+}
+
+// PodFiles are one pod's pod-describe.txt and container logs (by
+// container name).
+type PodFiles struct {
+	Describe string
+	Logs     map[string]string
+}
+
+// ControllerLog is one controller container's log.
+type ControllerLog struct {
+	Path, Namespace, Deployment, Pod, Container string
 }
 
 // Machine is one machine directory.
@@ -79,16 +115,11 @@ type Machine struct {
 	Dir string
 	// Files are the regular files of the directory, by name.
 	Files map[string]string
+	// PodLogs are the files of its pods/ directory (CAPD's copy of
+	// /var/log/pods), by their path below it (NS_POD_UID/CONTAINER/N.log).
+	PodLogs map[string]string
 	// Problems are what could not be used in it.
 	Problems []string
-}
-
-// knownFiles are the files that make a directory a machine directory.
-var knownFiles = map[string]bool{
-	"journal.log": true, "kubelet.log": true, "containerd.log": true, "kern.log": true,
-	"cloud-init.log": true, "cloud-init-output.log": true, "kubelet-version.txt": true,
-	"sentinel-file-dir.txt": true, "ignition.log": true, "cni.log": true, "boot.log": true,
-	"kube-apiserver.log": true,
 }
 
 // IsTree says whether dir looks like an artifact tree (or a part of one: a
@@ -181,9 +212,17 @@ func Discover(root string) (*Tree, error) {
 			t.WorkloadDumps[c] = append(t.WorkloadDumps[c], p)
 		case isResource(parts):
 			t.Resources = append(t.Resources, p)
+		case t.managementFile(p, parts):
+		case t.workloadText(p, parts):
 		default:
 			if cluster, pool, machine, ok := machineOf(parts); ok {
 				machineAt(machines, filepath.Dir(p), cluster, pool, machine).Files[name] = p
+			} else if dir, cluster, pool, machine, rel, ok := podLogOf(p, parts); ok {
+				m := machineAt(machines, dir, cluster, pool, machine)
+				if m.PodLogs == nil {
+					m.PodLogs = map[string]string{}
+				}
+				m.PodLogs[rel] = p
 			}
 		}
 		return nil
@@ -198,7 +237,7 @@ func Discover(root string) (*Tree, error) {
 		}
 	}
 	for _, m := range machines {
-		if !hasKnownFile(m) && len(m.Problems) == 0 {
+		if !hasKnownFile(m) && len(m.PodLogs) == 0 && len(m.Problems) == 0 {
 			continue
 		}
 		t.Machines = append(t.Machines, m)
@@ -214,6 +253,9 @@ func Discover(root string) (*Tree, error) {
 		return a.Name < b.Name
 	})
 	sort.Strings(t.Resources)
+	sort.Strings(t.Events)
+	sort.Strings(t.ActivityLogs)
+	sort.Slice(t.ControllerLogs, func(i, j int) bool { return t.ControllerLogs[i].Path < t.ControllerLogs[j].Path })
 	for _, ps := range t.WorkloadDumps {
 		sort.Strings(ps)
 	}
@@ -261,6 +303,75 @@ func workloadDump(parts []string) string {
 	return ""
 }
 
+// reserved are the names under clusters/CLUSTER/ that are not a pod
+// namespace.
+var reserved = map[string]bool{"machines": true, "machine-pools": true, "nodes": true, "azure-activity-logs": true,
+	"resources": true, "infrastructure": true, "logs": true, "controllers": true, "metrics": true}
+
+// chainNamespaces are the namespaces whose pods' texts are read: the
+// chain's (workload.Namespaces).
+var chainNamespaces = map[string]bool{"kube-system": true, "calico-system": true, "kube-flannel": true}
+
+// workloadText files a node-describe.txt, pod-describe.txt or pod log.
+func (t *Tree) workloadText(p string, parts []string) bool {
+	n := len(parts)
+	if n < 5 {
+		return false
+	}
+	name := parts[n-1]
+	texts := func(cluster string) *WorkloadTexts {
+		if t.WorkloadTexts == nil {
+			t.WorkloadTexts = map[string]*WorkloadTexts{}
+		}
+		w := t.WorkloadTexts[cluster]
+		if w == nil {
+			w = &WorkloadTexts{Nodes: map[string]string{}, Pods: map[string]*PodFiles{}}
+			t.WorkloadTexts[cluster] = w
+		}
+		return w
+	}
+	switch {
+	case name == "node-describe.txt" && parts[n-3] == "nodes" && parts[n-5] == "clusters":
+		texts(parts[n-4]).Nodes[parts[n-2]] = p
+		return true
+	case parts[n-5] == "clusters" && !reserved[parts[n-3]] && chainNamespaces[parts[n-3]] && (name == "pod-describe.txt" || strings.HasSuffix(name, ".log")):
+		w := texts(parts[n-4])
+		key := parts[n-3] + "/" + parts[n-2]
+		pf := w.Pods[key]
+		if pf == nil {
+			pf = &PodFiles{Logs: map[string]string{}}
+			w.Pods[key] = pf
+		}
+		if name == "pod-describe.txt" {
+			pf.Describe = p
+		} else {
+			pf.Logs[strings.TrimSuffix(name, ".log")] = p
+		}
+		return true
+	}
+	return false
+}
+
+// managementFile files an events.log, a controller's log or an activity
+// log.
+func (t *Tree) managementFile(p string, parts []string) bool {
+	n := len(parts)
+	name := parts[n-1]
+	switch {
+	case name == "events.log" && n >= 3 && parts[n-3] == "resources":
+		t.Events = append(t.Events, p)
+	case strings.HasSuffix(name, ".log") && n >= 5 && parts[n-5] == "logs":
+		t.ControllerLogs = append(t.ControllerLogs, ControllerLog{Path: p, Namespace: parts[n-4], Deployment: parts[n-3], Pod: parts[n-2], Container: strings.TrimSuffix(name, ".log")})
+	case strings.HasSuffix(name, ".log") && n >= 4 && parts[n-4] == "controllers":
+		t.ControllerLogs = append(t.ControllerLogs, ControllerLog{Path: p, Deployment: parts[n-3], Pod: parts[n-2], Container: strings.TrimSuffix(name, ".log")})
+	case strings.HasSuffix(name, ".log") && n >= 2 && parts[n-2] == "azure-activity-logs":
+		t.ActivityLogs = append(t.ActivityLogs, p)
+	default:
+		return false
+	}
+	return true
+}
+
 // isResource says whether a path (split) is resources/NS/KIND/NAME.yaml.
 func isResource(parts []string) bool {
 	n := len(parts)
@@ -284,6 +395,22 @@ func machineOf(parts []string) (cluster, pool, machine string, ok bool) {
 		return cluster, parts[n-3], parts[n-2], true
 	}
 	return "", "", "", false
+}
+
+// podLogOf reads a file's path (split) as a machine's
+// pods/NS_POD_UID/CONTAINER/FILE: the machine directory, its names and the
+// path below pods/.
+func podLogOf(p string, parts []string) (dir, cluster, pool, machine, rel string, ok bool) {
+	n := len(parts)
+	if n < 5 || parts[n-4] != "pods" {
+		return "", "", "", "", "", false
+	}
+	cluster, pool, machine, ok = machineOf(parts[:n-3])
+	if !ok {
+		return "", "", "", "", "", false
+	}
+	dir = filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(p))))
+	return dir, cluster, pool, machine, strings.Join(parts[n-3:], "/"), true
 }
 
 // rootMachine reads root as one machine's directory.

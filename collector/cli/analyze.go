@@ -68,12 +68,14 @@ func newAnalyzeCommand() *cobra.Command {
 
 // analyzed is one input and what came of it.
 type analyzed struct {
-	Path     string          `json:"path"`
-	Kind     string          `json:"kind,omitempty"`
-	Problems []string        `json:"problems,omitempty"`
-	Error    string          `json:"error,omitempty"`
-	Report   json.RawMessage `json:"report,omitempty"`
-	report   *nodediagv1.Report
+	Path     string   `json:"path"`
+	Kind     string   `json:"kind,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+	// Skipped are the files of a CI tree's machine knowingly not read.
+	Skipped []string        `json:"skipped,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Report  json.RawMessage `json:"report,omitempty"`
+	report  *nodediagv1.Report
 }
 
 func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []string) error {
@@ -128,7 +130,7 @@ func runAnalyze(ctx context.Context, w io.Writer, o *analyzeOptions, paths []str
 					a.Error = m.Err.Error()
 					continue
 				}
-				a.Problems = m.Checked.Problems
+				a.Problems, a.Skipped = m.Checked.Problems, m.Checked.Skipped
 				judged(a, m.Checked.Report)
 			}
 			for _, c := range res.Clusters {
@@ -230,7 +232,10 @@ func writeAnalysisMarkdown(w io.Writer, out []*analyzed) {
 		for _, p := range a.Problems {
 			fmt.Fprintf(w, "- input problem: %s\n", oneLine(p))
 		}
-		if len(a.Problems) > 0 {
+		for _, s := range a.Skipped {
+			fmt.Fprintf(w, "- %s\n", oneLine(s))
+		}
+		if len(a.Problems)+len(a.Skipped) > 0 {
 			fmt.Fprintln(w)
 		}
 		var t bytes.Buffer
